@@ -1,0 +1,3 @@
+from aitp.cli import main
+
+main()

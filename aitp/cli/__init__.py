@@ -1,0 +1,10 @@
+"""Command-line entry point: importing each command module registers its commands on the app."""
+
+from aitp.cli import demo, envs  # noqa: F401
+from aitp.cli.app import app, run_app
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    run_app()

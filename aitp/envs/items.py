@@ -1,0 +1,262 @@
+"""Deterministic reasoning-gym items, identified by (task, config, seed, index) and regenerable from it.
+
+reasoning-gym builds item `idx` of seed `s` from `Random(s + idx)`, so seed `s + 1` is seed `s`
+shifted by one item. Splits therefore get seeds derived by hashing, far apart, and the train split
+also skips any item whose question text occurs in the eval set (small problem spaces repeat).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
+
+import numpy as np
+from reasoning_gym import factory
+from reasoning_gym.composite import DatasetSpec
+
+from aitp.envs.tasks import task_info
+from aitp.errors import BadInputError
+
+Split = Literal["train", "eval"]
+SPLITS: tuple[str, ...] = ("train", "eval")
+DEFAULT_EVAL_SIZE = 100
+
+# `composite` has no usable default (it needs sub-datasets); this mixture makes it generate.
+COMPOSITE_DEFAULT: dict[str, Any] = {
+    "datasets": [
+        {"name": "basic_arithmetic", "weight": 1.0, "config": {}},
+        {"name": "leg_counting", "weight": 1.0, "config": {}},
+        {"name": "spell_backward", "weight": 1.0, "config": {}},
+    ]
+}
+
+
+@dataclass
+class Item:
+    """One question with its identity (task, config, seed, index) and what the verifier needs."""
+
+    task: str
+    config: dict[str, Any]
+    seed: int
+    index: int
+    split: str
+    level: int | None
+    question: str
+    answer: str | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {"task": self.task, "config": self.config, "seed": self.seed, "index": self.index}
+
+    @property
+    def item_id(self) -> str:
+        """A stable id: the hash of the identity, so equal identities give equal ids anywhere."""
+        return hashlib.sha256(_canonical(self.identity).encode()).hexdigest()[:20]
+
+    def entry(self) -> dict[str, Any]:
+        """The reasoning-gym entry that `score_answer` expects."""
+        return {"question": self.question, "answer": self.answer, "metadata": self.metadata}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"item_id": self.item_id, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Item:
+        """Rebuild an item from a JSON line; a line with only the identity is regenerated."""
+        missing = [k for k in ("task", "seed", "index") if k not in data]
+        if missing:
+            raise BadInputError(f"item is missing field(s) {', '.join(missing)}: pass lines from `aitp items`")
+        if "question" not in data or "metadata" not in data:
+            return regenerate(data["task"], data.get("config") or {}, int(data["seed"]), int(data["index"]))
+        return cls(
+            task=data["task"],
+            config=data.get("config") or {},
+            seed=int(data["seed"]),
+            index=int(data["index"]),
+            split=data.get("split", "train"),
+            level=data.get("level"),
+            question=data["question"],
+            answer=data.get("answer"),
+            metadata=data.get("metadata") or {},
+        )
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def split_seed(seed: int, split: str, task: str) -> int:
+    """The dataset seed of a (seed, split, task): hashed so splits and tasks sit far apart."""
+    digest = hashlib.sha256(f"aitp:{split}:{task}:{seed}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def _dataset_kwargs(task: str, config: dict[str, Any]) -> dict[str, Any]:
+    kwargs = {k: v for k, v in config.items() if not k.startswith("_")}
+    if task == "composite":
+        specs = kwargs.get("datasets") or COMPOSITE_DEFAULT["datasets"]
+        kwargs["datasets"] = [DatasetSpec(s["name"], float(s["weight"]), dict(s.get("config", {}))) for s in specs]
+    return kwargs
+
+
+@lru_cache(maxsize=128)
+def _dataset_cached(task: str, config_json: str, seed: int) -> Any:
+    return factory.create_dataset(task, seed=seed, **_dataset_kwargs(task, json.loads(config_json)))
+
+
+def dataset_for(task: str, config: dict[str, Any], seed: int) -> Any:
+    """The reasoning-gym dataset object of an identity (cached: some datasets precompute at creation)."""
+    return _dataset_cached(task, _canonical(config), seed)
+
+
+def _jsonable(value: Any) -> Any:
+    """Metadata made JSON-safe (tuples to lists, odd objects to str), as it will be stored."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def raw_entry(task: str, config: dict[str, Any], seed: int, index: int) -> dict[str, Any]:
+    """The reasoning-gym entry of an identity, with global RNGs pinned to it.
+
+    A few generators (codeio runs sample programs that call `random`) read the global RNG, which
+    would make an item depend on what ran before it; pinning it keeps every item regenerable.
+    """
+    dataset = dataset_for(task, config, seed)
+    state = random.getstate()
+    np_state = np.random.get_state()
+    pin = int.from_bytes(hashlib.sha256(_canonical([task, config, seed, index]).encode()).digest()[:4], "big")
+    random.seed(pin)
+    np.random.seed(pin)
+    try:
+        return dataset[index]
+    finally:
+        random.setstate(state)
+        np.random.set_state(np_state)
+
+
+def _make_item(task: str, config: dict, seed: int, index: int, split: str, level: int | None) -> Item:
+    entry = raw_entry(task, config, seed, index)
+    answer = entry.get("answer")
+    return Item(
+        task=task,
+        config=config,
+        seed=seed,
+        index=index,
+        split=split,
+        level=level,
+        question=str(entry["question"]),
+        answer=None if answer is None else str(answer),
+        metadata=_jsonable(entry.get("metadata") or {}),
+    )
+
+
+def regenerate(task: str, config: dict[str, Any], seed: int, index: int, split: str = "train") -> Item:
+    """Rebuild an item from its identity alone."""
+    task_info(task)
+    level = config.get("_level") if isinstance(config, dict) else None
+    return _make_item(task, config, seed, index, split, level)
+
+
+def top_level(task: str) -> int:
+    """The highest curriculum level of a task (0 when it has no curriculum)."""
+    if not factory.has_curriculum(task):
+        return 0
+    curriculum = factory.create_curriculum(task)
+    return max((len(a.levels) - 1 for a in curriculum.attributes.values()), default=0)
+
+
+def level_config(task: str, level: int) -> dict[str, Any]:
+    """Config overrides that reasoning-gym's curriculum gives a task at a global level."""
+    info = task_info(task)
+    if not info.has_curriculum:
+        raise BadInputError(f"task '{task}' has no curriculum: use --difficulty none")
+    top = top_level(task)
+    if not 0 <= level <= top:
+        raise BadInputError(f"difficulty level {level} is out of range for '{task}': use 0..{top}")
+    curriculum = factory.create_curriculum(task)
+    curriculum.set_global_level(level)
+    config = curriculum.generate_configuration({"seed": 0, "size": 1})
+    fields: list[str] = []
+    for attr in curriculum.attributes.values():
+        fields += [getattr(attr, n) for n in ("lower_field_name", "upper_field_name", "field_name") if hasattr(attr, n)]
+    overrides = {name: _jsonable(getattr(config, name)) for name in fields}
+    return {**overrides, "_level": level}
+
+
+def parse_difficulty(difficulty: str | int) -> str | int:
+    """'none', 'random', or a curriculum level (an int)."""
+    if isinstance(difficulty, int) or str(difficulty).isdigit():
+        return int(difficulty)
+    if difficulty in ("none", "random"):
+        return difficulty
+    raise BadInputError(f"unknown difficulty '{difficulty}': use none, random or a level number like 2")
+
+
+def _plan(task: str, n: int, seed: int, difficulty: str | int) -> list[tuple[dict[str, Any], int | None]]:
+    """The (config, level) of each of n items: one shared config, or a random level per item."""
+    mode = parse_difficulty(difficulty)
+    if mode == "none":
+        return [({}, None)] * n
+    if isinstance(mode, int):
+        return [(level_config(task, mode), mode)] * n
+    if not factory.has_curriculum(task):
+        return [({}, None)] * n
+    rng = random.Random(f"aitp-levels:{task}:{seed}")
+    top = top_level(task)
+    levels = [rng.randint(0, top) for _ in range(n)]
+    configs = {lvl: level_config(task, lvl) for lvl in set(levels)}
+    return [(configs[lvl], lvl) for lvl in levels]
+
+
+def _generate(task: str, n: int, seed: int, split: str, difficulty: str | int, skip: set[str]) -> list[Item]:
+    """n items of one split; items whose question is in `skip` are passed over for the next index."""
+    base = split_seed(seed, split, task)
+    plan = _plan(task, n, base, difficulty)
+    # Items of one config live in one dataset; the size is part of the identity, since a few
+    # datasets sample without replacement and so depend on it.
+    size = n if not skip else 2 * n + 16
+    items: list[Item] = []
+    for _attempt in range(6):
+        items, cursor = [], 0
+        for config, level in plan:
+            cfg = {**config, "size": size}
+            while cursor < size:
+                item = _make_item(task, cfg, base, cursor, split, level)
+                cursor += 1
+                if item.question not in skip:
+                    items.append(item)
+                    break
+            if cursor >= size and len(items) < n:
+                break
+        if len(items) == n:
+            return items
+        size *= 4
+    raise BadInputError(
+        f"task '{task}' has too few distinct questions outside the eval set for {n} train items: lower --n"
+    )
+
+
+def generate_items(
+    task: str,
+    n: int,
+    seed: int,
+    split: str = "train",
+    difficulty: str | int = "none",
+    eval_size: int = DEFAULT_EVAL_SIZE,
+) -> list[Item]:
+    """n deterministic items of a task; train items never repeat a question of the eval set."""
+    task_info(task)
+    if n < 0:
+        raise BadInputError(f"--n must be zero or more, got {n}")
+    if split not in SPLITS:
+        raise BadInputError(f"unknown split '{split}': use train or eval")
+    if n == 0:
+        return []
+    if split == "eval":
+        return _generate(task, n, seed, "eval", difficulty, set())
+    held_out = {item.question for item in _generate(task, eval_size, seed, "eval", difficulty, set())}
+    return _generate(task, n, seed, "train", difficulty, held_out)

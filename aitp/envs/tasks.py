@@ -1,0 +1,48 @@
+"""Discovery of every task reasoning-gym registers, with its category and curriculum."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import lru_cache
+
+from reasoning_gym import factory
+
+from aitp.errors import UnknownTaskError
+
+# Tasks whose scorer checks a solution instead of comparing with one gold answer: the stored
+# answer is one valid solution among many (or none at all), so "gold" means "an accepted example".
+SOLUTION_CHECKED_TASKS: frozenset[str] = frozenset(
+    {"boxnet", "graph_color", "propositional_logic", "rubiks_cube", "rush_hour"}
+)
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """A registered reasoning-gym task."""
+
+    name: str
+    category: str
+    has_curriculum: bool
+    solution_checked: bool
+
+
+@lru_cache(maxsize=1)
+def list_tasks() -> tuple[TaskInfo, ...]:
+    """Every registered task, sorted by name; the category is the reasoning-gym package it lives in."""
+    infos = []
+    for name, (dataset_cls, _config_cls) in factory.DATASETS.items():
+        parts = dataset_cls.__module__.split(".")
+        category = parts[1] if len(parts) > 2 else parts[-1]
+        infos.append(TaskInfo(name, category, factory.has_curriculum(name), name in SOLUTION_CHECKED_TASKS))
+    return tuple(sorted(infos, key=lambda t: t.name))
+
+
+def task_info(name: str) -> TaskInfo:
+    """Look a task up by name, or fail naming the closest registered names."""
+    by_name = {t.name: t for t in list_tasks()}
+    if name in by_name:
+        return by_name[name]
+    close = difflib.get_close_matches(name, by_name, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(close)}?" if close else "run `aitp tasks` for the list."
+    raise UnknownTaskError(f"unknown task '{name}': {hint}")

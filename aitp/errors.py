@@ -1,0 +1,13 @@
+"""Errors a user can hit: each message says what went wrong and how to fix it, in one line."""
+
+
+class AitpError(Exception):
+    """Base class of user-facing errors; the CLI prints the message on one line and exits non-zero."""
+
+
+class UnknownTaskError(AitpError):
+    """A task name that reasoning-gym does not register."""
+
+
+class BadInputError(AitpError):
+    """Malformed user input: a JSONL line, a field, a flag value."""

@@ -1,6 +1,7 @@
 """Command-line entry point: importing each command module registers its commands on the app."""
 
 from aitp.cli import demo, envs  # noqa: F401
+from aitp.cli import lake as _lake  # noqa: F401
 from aitp.cli.app import app, run_app
 
 __all__ = ["app", "main"]

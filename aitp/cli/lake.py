@@ -1,0 +1,213 @@
+"""`aitp sql`, `aitp export`, `aitp rescore`, `aitp lake check|vacuum|ls`: the trace lake from the shell."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import typer
+
+from aitp.cli.app import app
+from aitp.errors import BadInputError
+
+HOME_HELP = "Home directory or URI (default: $AITP_HOME, else ./data)."
+SQL_FORMATS = ("table", "csv", "json")
+MAX_CELL = 80
+
+lake_app = typer.Typer(help="Inspect and repair the trace lake.", no_args_is_help=True)
+app.add_typer(lake_app, name="lake")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, float):
+        text = format(value, ".6g")
+    elif isinstance(value, (list, dict)):
+        text = json.dumps(value, default=str)
+    else:
+        text = str(value)
+    text = " ".join(text.split()) if "\n" in text else text
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def _print_table(columns: list[str], rows: Iterable[tuple], out: TextIO) -> None:
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    out.write("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip() + "\n")
+    out.write("  ".join("-" * w for w in widths) + "\n")
+    for r in cells:
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+    out.write(f"({len(cells)} row{'s' if len(cells) != 1 else ''})\n")
+
+
+def _print_csv(columns: list[str], rows: Iterable[tuple], out: TextIO) -> None:
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([json.dumps(v, default=str) if isinstance(v, (list, dict)) else v for v in row])
+
+
+def _print_json(columns: list[str], rows: Iterable[tuple], out: TextIO) -> None:
+    out.write("[")
+    for n, row in enumerate(rows):
+        out.write(("," if n else "") + "\n " + json.dumps(dict(zip(columns, row)), default=str))
+    out.write("\n]\n")
+
+
+PRINTERS = {"table": _print_table, "csv": _print_csv, "json": _print_json}
+
+
+def _listing(described: list[tuple[str, str, list[tuple[str, str]]]]) -> Iterator[tuple]:
+    for name, kind, columns in described:
+        for column, type_ in columns:
+            yield name, kind, column, type_
+
+
+@app.command("sql")
+def sql_command(
+    query: str | None = typer.Argument(None, help="SQL to run (read-only); none lists tables and views."),
+    file: Path | None = typer.Option(None, "-f", "--file", help="Read the SQL from this file."),
+    home: str | None = typer.Option(None, "--home", help=HOME_HELP),
+    output_format: str = typer.Option("table", "--format", help="table, csv or json."),
+) -> None:
+    """Query the lake read-only with DuckDB: one view per table plus curated views."""
+    from aitp.lake.sql_guard import read_only_statements, run_read_only
+    from aitp.lake.views import connect, describe
+
+    if output_format not in SQL_FORMATS:
+        raise BadInputError(f"unknown --format '{output_format}': use {', '.join(SQL_FORMATS)}")
+    if query is not None and file is not None:
+        raise BadInputError("pass the query as an argument or with -f FILE, not both")
+    if file is not None:
+        if not file.is_file():
+            raise BadInputError(f"no SQL file at {file}: check the path given to -f")
+        query = file.read_text()
+    if query is not None:
+        read_only_statements(query)  # refuse before opening anything
+    con = connect(home, read_only=True)
+    printer = PRINTERS[output_format]
+    if query is None:
+        described = describe(con)
+        if output_format == "table":
+            for name, kind, columns in described:
+                print(f"{name} ({kind}): " + ", ".join(f"{c} {t}" for c, t in columns))
+        else:
+            printer(["name", "kind", "column", "type"], _listing(described), sys.stdout)
+        return
+    for n, (columns, rows) in enumerate(run_read_only(con, query)):
+        if n:
+            sys.stdout.write("\n")
+        printer(columns, rows, sys.stdout)
+
+
+@app.command("export")
+def export_command(
+    experiment: str = typer.Option(..., "--experiment", help="Experiment to export."),
+    iteration: int | None = typer.Option(None, "--iteration", help="Only this iteration."),
+    output_format: str = typer.Option("atropos-jsonl", "--format", help="atropos-jsonl (the seed's dump)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write here (default: stdout)."),
+    kept_only: bool = typer.Option(False, "--kept-only", help="Only groups that went to training."),
+    home: str | None = typer.Option(None, "--home", help=HOME_HELP),
+) -> None:
+    """Export rollouts grouped per item in the seed's atropos-jsonl dump format."""
+    from aitp.lake.export import FORMATS, export_atropos
+
+    if output_format not in FORMATS:
+        raise BadInputError(f"unknown --format '{output_format}': use {', '.join(FORMATS)}")
+    if out is None:
+        stats = export_atropos(home, experiment, sys.stdout, iteration, kept_only)
+    else:
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        try:
+            with tmp.open("w", encoding="utf-8") as stream:
+                stats = export_atropos(home, experiment, stream, iteration, kept_only)
+            tmp.replace(out)  # never leave a half-written export under the asked-for name
+        finally:
+            tmp.unlink(missing_ok=True)
+    where = out if out is not None else "stdout"
+    print(f"exported {stats.groups} groups ({stats.rollouts} rollouts) to {where}", file=sys.stderr)
+
+
+@app.command("rescore")
+def rescore_command(
+    experiment: str = typer.Option(..., "--experiment", help="Experiment to re-score."),
+    iteration: int | None = typer.Option(None, "--iteration", help="Only this iteration."),
+    home: str | None = typer.Option(None, "--home", help=HOME_HELP),
+) -> None:
+    """Re-score stored rollouts with the current verifier into `rescores`; report changes per task."""
+    from aitp.lake.rescore import rescore
+
+    changes = rescore(home, experiment, iteration)
+    columns = ["task", "rollouts", "raw_changed", "lenient_changed", "format_changed", "unscorable"]
+    rows = [
+        (c.task, c.n_rollouts, c.n_raw_changed, c.n_lenient_changed, c.n_format_changed, c.n_unscorable)
+        for c in changes
+    ]
+    _print_table(columns, rows, sys.stdout)
+    print("originals untouched; compare them in the `rollouts_rescored` view of `aitp sql`")
+
+
+@lake_app.command("check")
+def check_command(
+    repair: bool = typer.Option(False, "--repair", help="Move every problem file to the quarantine."),
+    deep: bool = typer.Option(False, "--deep", help="Read every row group, not only the footers."),
+    grace_seconds: float = typer.Option(600.0, "--grace-seconds", help="Ignore unlisted files younger than this."),
+    home: str | None = typer.Option(None, "--home", help=HOME_HELP),
+) -> None:
+    """Report corrupt, missing, orphan and half-written files of the lake (exit 1 if any remain)."""
+    from aitp.lake.check import QUARANTINE_DIR, check_lake
+    from aitp.lake.storage import open_lake
+
+    problems = check_lake(home, repair=repair, deep=deep, grace_s=grace_seconds)
+    for p in problems:
+        print(f"{p.kind}\t{p.path}\t{p.detail}" + ("\t-> quarantined" if p.repaired else ""))
+    if not problems:
+        print("lake ok")
+        return
+    if repair:
+        lake = open_lake(home)
+        print(f"moved {len(problems)} problem(s) under {lake.show(lake.path(QUARANTINE_DIR))}; nothing deleted")
+        return
+    print(f"{len(problems)} problem(s): run `aitp lake check --repair` to quarantine them", file=sys.stderr)
+    raise typer.Exit(1)
+
+
+@lake_app.command("vacuum")
+def vacuum_command(
+    older_than_seconds: float = typer.Option(600.0, "--older-than-seconds", help="Keep files replaced more recently."),
+    home: str | None = typer.Option(None, "--home", help=HOME_HELP),
+) -> None:
+    """Delete files that later commits replaced, once no reader can still be using them."""
+    from aitp.lake.vacuum import vacuum_lake
+
+    deleted = vacuum_lake(home, older_than_seconds)
+    for path in deleted:
+        print(f"deleted\t{path}")
+    print(f"{len(deleted)} replaced file(s) deleted")
+
+
+@lake_app.command("ls")
+def ls_command(
+    table: str | None = typer.Option(None, "--table", help="Only this table."),
+    home: str | None = typer.Option(None, "--home", help=HOME_HELP),
+) -> None:
+    """List committed partitions: table, experiment, iteration, shards, rows."""
+    from aitp.lake.catalog import commits
+    from aitp.lake.schemas import TABLES, schema_of
+
+    tables = [table] if table else list(TABLES)
+    rows = []
+    for name in tables:
+        schema_of(name)
+        grouped: dict[tuple[str, int], list[Any]] = {}
+        for c in commits(home, name):
+            grouped.setdefault((c.experiment, c.iteration), []).append(c)
+        for (exp, it), found in sorted(grouped.items()):
+            rows.append((name, exp, it, len(found), sum(c.rows for c in found)))
+    _print_table(["table", "experiment", "iteration", "shards", "rows"], rows, sys.stdout)

@@ -1,0 +1,100 @@
+"""Typed configs from YAML, with `--set key.sub=value` overrides and a stable hash.
+
+A config is a pydantic model that forbids unknown keys, so a typo fails with the key's name
+instead of being silently ignored. The hash covers the validated, defaulted config, so two files
+that mean the same run hash the same.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from aitp.errors import AitpError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ConfigError(AitpError):
+    """A config file or override that does not validate."""
+
+
+def _parse_value(text: str) -> Any:
+    """YAML scalar rules: 3 -> int, 0.5 -> float, true -> bool, [a, b] -> list, else the string."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def _known_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    keys = []
+    for name, field in model.model_fields.items():
+        keys.append(prefix + name)
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys += _known_keys(annotation, prefix + name + ".")
+    return keys
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str], model: type[BaseModel]) -> dict[str, Any]:
+    """Apply `a.b=value` overrides to a nested dict, refusing keys the model does not have."""
+    known = set(_known_keys(model))
+    data = json.loads(json.dumps(data))
+    for override in overrides:
+        if "=" not in override:
+            raise ConfigError(f"override '{override}' is not key=value: write it like --set train.steps=200")
+        key, value = override.split("=", 1)
+        key = key.strip()
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=2)
+            hint = f"did you mean {' or '.join(close)}?" if close else "see the config file for the keys"
+            raise ConfigError(f"unknown config key '{key}': {hint}")
+        node = data
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = _parse_value(value)
+    return data
+
+
+def _explain(error: ValidationError) -> str:
+    first = error.errors()[0]
+    location = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    if first["type"] == "extra_forbidden":
+        return f"unknown config key '{location}': remove it or fix its spelling"
+    return f"bad config value for '{location}': {first['msg']}"
+
+
+def load_config(model: type[M], path: str | Path | None = None, overrides: list[str] | None = None) -> M:
+    """Load and validate a config: defaults, then the YAML file, then the overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError(
+                f"config file {path} does not exist: pass an existing YAML file, e.g. configs/quickstart.yaml"
+            )
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {path} must hold a mapping of keys to values")
+    data = apply_overrides(data, overrides or [], model)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc)) from None
+
+
+def config_hash(config: BaseModel) -> str:
+    """A short stable hash of the validated config."""
+    canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]

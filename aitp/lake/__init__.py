@@ -1,0 +1,76 @@
+"""The trace lake: Parquet tables committed atomically, read through DuckDB views.
+
+Layout, under `<home>/lake` (`<home>`: `--home`, else `$AITP_HOME`, else `./data`; a URI such as
+`s3://bucket/prefix` works through pyarrow / fsspec):
+
+    <table>/experiment=<e>/iteration=<k>/<shard>.<commit_id>.parquet   data (zstd)
+    <table>/experiment=<e>/iteration=<k>/_commits/<shard>.json         commit record (manifest)
+    _staging/<commit_id>/                                              files being written
+    _quarantine/<stamp>/…                                              what `aitp lake check --repair` moved
+
+Commit protocol of one (table, experiment, iteration, shard):
+  1. write the Parquet file under `_staging/<commit_id>/` (a fresh name, never seen by readers);
+  2. rename it into the partition directory under its unique name (still invisible: no manifest
+     lists it);
+  3. write the manifest to a hidden temporary name and rename it over `_commits/<shard>.json`:
+     this single atomic rename is the commit; the manifest names the new file, and lists the files
+     of earlier commits as `superseded`, with the time they stopped being current;
+  4. delete superseded files older than `RETAIN_SUPERSEDED_S` (10 minutes): a reader that listed
+     them before this commit can still open them meanwhile (`aitp lake vacuum` does the same for
+     shards that are not written again).
+Readers build their file list from manifests only, so a writer killed at any step leaves either
+the old commit or the new one visible, never a mix, and never two copies of a shard. What a killed
+writer leaves behind (staging files, unlisted Parquet files) is reported by `aitp lake check` and
+moved to the quarantine by `--repair`. One writer per shard; distinct shards and partitions may be
+written concurrently. Columns are only ever added: old partitions read new columns as NULL.
+On object stores a rename is a copy, but the commit is still the one manifest write, which an
+object store makes visible whole or not at all. DuckDB reads them through fsspec (s3fs, gcsfs).
+"""
+
+from aitp.lake.catalog import (
+    Commit,
+    commits,
+    committed_shards,
+    experiments,
+    is_committed,
+    iterations,
+    require_partition,
+)
+from aitp.lake.check import Problem, check_lake
+from aitp.lake.export import atropos_records, export_atropos, validate_atropos_record
+from aitp.lake.reader import read_partition
+from aitp.lake.rescore import TaskChanges, rescore
+from aitp.lake.schemas import SCHEMAS, TABLES, conform, rows_to_table, schema_of
+from aitp.lake.storage import Lake, open_lake
+from aitp.lake.vacuum import vacuum_lake
+from aitp.lake.views import CURATED_VIEWS, connect
+from aitp.lake.writer import write_partition
+
+__all__ = [
+    "CURATED_VIEWS",
+    "Commit",
+    "Lake",
+    "Problem",
+    "SCHEMAS",
+    "TABLES",
+    "TaskChanges",
+    "atropos_records",
+    "check_lake",
+    "commits",
+    "committed_shards",
+    "connect",
+    "conform",
+    "experiments",
+    "export_atropos",
+    "is_committed",
+    "iterations",
+    "open_lake",
+    "read_partition",
+    "require_partition",
+    "rescore",
+    "rows_to_table",
+    "schema_of",
+    "vacuum_lake",
+    "validate_atropos_record",
+    "write_partition",
+]

@@ -1,0 +1,259 @@
+"""The lake's tables: one pyarrow schema each, and building Arrow tables that fit them.
+
+`experiment` and `iteration` lead every schema; they are the hive partition keys, so they live in
+the directory names and not inside the Parquet files. Columns may be added to a schema later: old
+partitions simply read them as NULL. Never rename or retype a column; add a new one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from aitp.lake.errors import SchemaError, UnknownTableError
+
+PARTITION_COLUMNS = ("experiment", "iteration")
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+def col(name: str, type_: pa.DataType, doc: str, *, key: bool = False, json_text: bool = False) -> pa.Field:
+    """A column: `key` columns may not be null; `json_text` columns take dicts/lists and store JSON."""
+    meta = {"doc": doc, **({"json": "1"} if json_text else {})}
+    return pa.field(name, type_, nullable=not key, metadata=meta)
+
+
+def _table(*fields: pa.Field) -> pa.Schema:
+    head = [
+        col("experiment", pa.string(), "experiment name (hive partition key)", key=True),
+        col("iteration", pa.int64(), "loop iteration (hive partition key)", key=True),
+    ]
+    tail = [col("created_at", TIMESTAMP, "when the row was written (UTC); filled at write time if null")]
+    return pa.schema(head + list(fields) + tail)
+
+
+_ITEM_IDENTITY = (
+    col("item_id", pa.string(), "stable id: hash of (task, config, seed, index)", key=True),
+    col("task", pa.string(), "reasoning-gym task name", key=True),
+    col("config_json", pa.string(), "task config of the item's dataset, JSON", json_text=True),
+    col("seed", pa.int64(), "dataset seed of the item"),
+    col("item_index", pa.int64(), "index of the item in its dataset"),
+    col("split", pa.string(), "train or eval"),
+    col("difficulty_level", pa.int32(), "curriculum level, null when none"),
+)
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "items": _table(
+        *_ITEM_IDENTITY,
+        col("question", pa.string(), "question text as generated"),
+        col("gold_answer", pa.string(), "reference answer (an accepted example for solution-checked tasks)"),
+        col("metadata_json", pa.string(), "reasoning-gym metadata the verifier needs, JSON", json_text=True),
+    ),
+    "rollouts": _table(
+        *_ITEM_IDENTITY,
+        col("gold_answer", pa.string(), "reference answer"),
+        col("group_id", pa.string(), "the group of samples drawn for one item", key=True),
+        col("sample_index", pa.int32(), "index of the sample in its group", key=True),
+        col("prompt", pa.string(), "chat messages sent to the model, JSON list", json_text=True),
+        col("completion", pa.string(), "model output text"),
+        col("extracted_answer", pa.string(), "answer extracted from the completion"),
+        col("raw_score", pa.float64(), "strict score (answer-tag rules), 0..1"),
+        col("lenient_score", pa.float64(), "lenient score (audit only), 0..1"),
+        col("final_score", pa.float64(), "score after shaping (length penalty), used for training"),
+        col("format_error", pa.string(), "why the format was rejected, null when fine"),
+        col("prompt_tokens", pa.int32(), "tokens in the prompt"),
+        col("completion_tokens", pa.int32(), "tokens in the completion"),
+        col("token_logprobs", pa.list_(pa.float32()), "log-probability of each completion token"),
+        col("finish_reason", pa.string(), "stop, length, error…"),
+        col("latency_s", pa.float64(), "wall seconds to generate this sample"),
+        col("worker", pa.string(), "worker that generated it"),
+        col("model_version", pa.string(), "model (checkpoint) that generated it"),
+        col("group_kept", pa.bool_(), "whether the group went to training"),
+        col("keep_reason", pa.string(), "why the group was kept or dropped"),
+    ),
+    "evals": _table(
+        col("eval_name", pa.string(), "which evaluation (e.g. heldout)"),
+        col("model_version", pa.string(), "model evaluated", key=True),
+        col("task", pa.string(), "task evaluated", key=True),
+        col("split", pa.string(), "split evaluated"),
+        col("difficulty_level", pa.int32(), "curriculum level, null when none"),
+        col("n_items", pa.int64(), "distinct items"),
+        col("n_samples", pa.int64(), "samples scored"),
+        col("n_pass", pa.int64(), "samples with strict score 1"),
+        col("pass_rate", pa.float64(), "n_pass / n_samples"),
+        col("mean_score", pa.float64(), "mean strict score"),
+        col("format_error_rate", pa.float64(), "share of samples with a format error"),
+        col("mean_completion_tokens", pa.float64(), "mean completion length"),
+        col("seconds", pa.float64(), "wall seconds the evaluation took"),
+    ),
+    "iterations": _table(
+        col("flow_run_id", pa.string(), "Prefect flow run id"),
+        col("mlflow_run_id", pa.string(), "MLflow run id"),
+        col("config_hash", pa.string(), "hash of the resolved run config"),
+        col("config_json", pa.string(), "the resolved run config, JSON", json_text=True),
+        col("model_in", pa.string(), "model version the iteration started from"),
+        col("model_out", pa.string(), "model version it trained"),
+        col("promoted", pa.bool_(), "whether model_out became the champion"),
+        col("promote_reason", pa.string(), "why it was or was not promoted"),
+        col("status", pa.string(), "running, done, failed"),
+        col("started_at", TIMESTAMP, "iteration start (UTC)"),
+        col("finished_at", TIMESTAMP, "iteration end (UTC)"),
+    ),
+    "proof_nodes": _table(
+        col("theorem_id", pa.string(), "theorem searched", key=True),
+        col("search_id", pa.string(), "one proof search", key=True),
+        col("node_id", pa.string(), "node in the search tree", key=True),
+        col("parent_node_id", pa.string(), "parent node, null for the root"),
+        col("depth", pa.int32(), "depth in the tree"),
+        col("goal", pa.string(), "proof state (goals) at this node"),
+        col("status", pa.string(), "open, proved, failed, error"),
+        col("visits", pa.int32(), "times the search visited the node"),
+        col("value_estimate", pa.float64(), "the search's value of the node"),
+        col("model_version", pa.string(), "model that guided the search"),
+        col("worker", pa.string(), "worker that ran the search"),
+    ),
+    "proof_edges": _table(
+        col("theorem_id", pa.string(), "theorem searched", key=True),
+        col("search_id", pa.string(), "one proof search", key=True),
+        col("edge_id", pa.string(), "tactic application", key=True),
+        col("src_node_id", pa.string(), "node the tactic was applied to", key=True),
+        col("dst_node_id", pa.string(), "resulting node, null when the tactic failed"),
+        col("tactic", pa.string(), "tactic text"),
+        col("tactic_logprob", pa.float64(), "model log-probability of the tactic"),
+        col("outcome", pa.string(), "success, error, timeout, no_progress"),
+        col("error", pa.string(), "checker message when it failed"),
+        col("latency_s", pa.float64(), "seconds to check the tactic"),
+        col("model_version", pa.string(), "model that proposed it"),
+    ),
+    "proofs": _table(
+        col("theorem_id", pa.string(), "theorem proved", key=True),
+        col("proof_id", pa.string(), "this proof", key=True),
+        col("search_id", pa.string(), "search that found it"),
+        col("statement", pa.string(), "theorem statement"),
+        col("proof_text", pa.string(), "the proof as checked"),
+        col("tactics", pa.list_(pa.string()), "tactic sequence"),
+        col("n_steps", pa.int32(), "number of tactics"),
+        col("verified", pa.bool_(), "whether the checker accepted the whole proof"),
+        col("verifier", pa.string(), "checker and version"),
+        col("model_version", pa.string(), "model that found it"),
+        col("worker", pa.string(), "worker that found it"),
+        col("latency_s", pa.float64(), "search seconds until found"),
+    ),
+    "rescores": _table(
+        col("item_id", pa.string(), "rollout key: item", key=True),
+        col("group_id", pa.string(), "rollout key: group", key=True),
+        col("sample_index", pa.int32(), "rollout key: sample", key=True),
+        col("task", pa.string(), "task of the rollout"),
+        col("verifier_version", pa.string(), "verifier that re-scored"),
+        col("rescored_raw_score", pa.float64(), "strict score by the current verifier"),
+        col("rescored_lenient_score", pa.float64(), "lenient score by the current verifier"),
+        col("rescored_format_error", pa.string(), "format error by the current verifier"),
+        col("rescored_extracted_answer", pa.string(), "answer extracted by the current verifier"),
+        col("raw_changed", pa.bool_(), "strict score differs from the stored one"),
+        col("lenient_changed", pa.bool_(), "lenient score differs from the stored one"),
+        col("format_changed", pa.bool_(), "format verdict differs from the stored one"),
+    ),
+}
+
+TABLES: tuple[str, ...] = tuple(SCHEMAS)
+
+
+def schema_of(table: str) -> pa.Schema:
+    """The schema of a lake table, or a one-line error listing the tables."""
+    if table not in SCHEMAS:
+        raise UnknownTableError(f"unknown table '{table}': use one of {', '.join(TABLES)}")
+    return SCHEMAS[table]
+
+
+def file_schema(table: str) -> pa.Schema:
+    """The schema stored inside the Parquet files: the table's schema less the partition keys."""
+    schema = schema_of(table)
+    return pa.schema([f for f in schema if f.name not in PARTITION_COLUMNS])
+
+
+def _is_json(field: pa.Field) -> bool:
+    return bool(field.metadata) and field.metadata.get(b"json") == b"1"
+
+
+def _column(field: pa.Field, values: list[Any]) -> pa.Array:
+    if _is_json(field):
+        values = [v if v is None or isinstance(v, str) else json.dumps(v, sort_keys=True) for v in values]
+    try:
+        return pa.array(values, type=field.type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
+        raise SchemaError(f"column '{field.name}' wants {field.type}: {exc}") from exc
+
+
+def _finish(table: str, schema: pa.Schema, arrays: list[pa.Array | pa.ChunkedArray]) -> pa.Table:
+    now = pa.scalar(datetime.now(UTC), type=TIMESTAMP)
+    out = []
+    for field, array in zip(schema, arrays):
+        if field.name == "created_at" and array.null_count:
+            array = pc.fill_null(array, now)
+        # Partition keys may be absent from rows: `write_partition` takes them from its arguments.
+        if not field.nullable and array.null_count and field.name not in PARTITION_COLUMNS:
+            raise SchemaError(f"column '{field.name}' of table '{table}' is a key and may not be null")
+        out.append(array)
+    return pa.Table.from_arrays(out, schema=schema)
+
+
+def _check_names(table: str, schema: pa.Schema, names: Iterable[str]) -> None:
+    unknown = sorted(set(names) - set(schema.names))
+    if unknown:
+        raise SchemaError(
+            f"unknown column(s) {', '.join(unknown)} for table '{table}': known are {', '.join(schema.names)}"
+        )
+
+
+def rows_to_table(table: str, rows: Iterable[Mapping[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
+    """An Arrow table of a lake table from dict rows; missing nullable columns become null."""
+    schema = schema or schema_of(table)
+    rows = list(rows)
+    _check_names(table, schema, {k for row in rows for k in row})
+    arrays = [_column(field, [row.get(field.name) for row in rows]) for field in schema]
+    return _finish(table, schema, arrays)
+
+
+def conform(table: str, data: pa.Table, schema: pa.Schema | None = None) -> pa.Table:
+    """An Arrow table cast to a lake table's schema: columns reordered and cast, missing ones null."""
+    schema = schema or schema_of(table)
+    _check_names(table, schema, data.column_names)
+    arrays = []
+    for field in schema:
+        if field.name not in data.column_names:
+            arrays.append(pa.nulls(data.num_rows, field.type))
+            continue
+        try:
+            arrays.append(data[field.name].cast(field.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise SchemaError(f"column '{field.name}' wants {field.type}: {exc}") from exc
+    return _finish(table, schema, arrays)
+
+
+_DUCKDB_SCALARS = {
+    pa.string(): "VARCHAR",
+    pa.large_string(): "VARCHAR",
+    pa.bool_(): "BOOLEAN",
+    pa.int8(): "TINYINT",
+    pa.int16(): "SMALLINT",
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.float32(): "FLOAT",
+    pa.float64(): "DOUBLE",
+    pa.date32(): "DATE",
+}
+
+
+def duckdb_type(type_: pa.DataType) -> str:
+    """The DuckDB type name of an Arrow type used in the schemas."""
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return duckdb_type(type_.value_type) + "[]"
+    if pa.types.is_timestamp(type_):
+        return "TIMESTAMPTZ" if type_.tz else "TIMESTAMP"
+    if type_ in _DUCKDB_SCALARS:
+        return _DUCKDB_SCALARS[type_]
+    raise TypeError(f"no DuckDB type for {type_}")

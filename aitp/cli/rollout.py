@@ -1,0 +1,188 @@
+"""`aitp rollout` (sample and score groups on Dask, as JSONL) and `aitp serve` (an OpenAI-compatible server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from aitp.cli.app import app
+from aitp.errors import BadInputError
+
+POLICY_HELP = "tiny (built-in, random init), hf (with --model-path), openai (with --base-url), or a checkpoint dir."
+
+
+def policy_spec(
+    policy: str,
+    model_path: Path | None = None,
+    base_url: str | None = None,
+    model: str | None = None,
+    endpoint: str = "chat",
+    concurrency: int = 8,
+    timeout: float = 120.0,
+) -> str | dict[str, Any]:
+    """Turn `--policy` and its options into a spec for `aitp.policies.loading.load_policy` (paths must exist)."""
+    if policy in ("tiny", "smollm2"):
+        return policy
+    if policy == "hf":
+        if model_path is None:
+            raise BadInputError("--policy hf needs --model-path DIR: a local Hugging Face model directory or .gguf")
+        if not model_path.exists():
+            raise BadInputError(f"--model-path {model_path} does not exist: pass a local model directory or .gguf")
+        return {"backend": "hf", "path": str(model_path)}
+    if policy == "openai" or policy.startswith("openai:"):
+        url = base_url or policy.partition(":")[2]
+        if not url:
+            raise BadInputError("--policy openai needs --base-url, e.g. http://127.0.0.1:8000/v1 (see `aitp serve`)")
+        if endpoint not in ("chat", "completions"):
+            raise BadInputError(f"--endpoint must be chat or completions, got '{endpoint}'")
+        spec: dict[str, Any] = {
+            "backend": "openai",
+            "base_url": url,
+            "endpoint": endpoint,
+            "concurrency": concurrency,
+            "timeout_s": timeout,
+        }
+        if model:
+            spec["model"] = model
+        return spec
+    if policy.lstrip().startswith("{"):
+        try:
+            spec = json.loads(policy)
+        except json.JSONDecodeError as exc:
+            raise BadInputError(f"--policy looks like JSON but is not ({exc.msg}): pass a valid JSON object") from exc
+        if not isinstance(spec, dict) or not (spec.get("backend") or spec.get("path")):
+            raise BadInputError('--policy JSON needs a "backend" (tiny, hf, openai) or a "path"')
+        return spec
+    prefix, _, rest = policy.partition(":")
+    path = Path(rest if prefix in ("tiny", "hf") and rest else policy).expanduser()
+    if not path.exists():
+        raise BadInputError(
+            f"policy path {path} does not exist: pass a checkpoint directory, or tiny, hf or openai with their options"
+        )
+    return f"{prefix}:{path}" if prefix in ("tiny", "hf") and rest else str(path)
+
+
+def write_jsonl_atomic(path: Path, records: Iterable[dict[str, Any]]) -> None:
+    """Write JSONL to a temp file beside `path`, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            for record in records:
+                out.write(json.dumps(record, default=str) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@app.command("rollout")
+def rollout_command(
+    policy: str = typer.Option(..., help=POLICY_HELP),
+    task: str = typer.Option(..., help="reasoning-gym task name (see `aitp tasks`)."),
+    n_items: int = typer.Option(8, help="Number of items."),
+    group_size: int = typer.Option(4, help="Completions sampled per item."),
+    seed: int = typer.Option(0, help="Base seed of items and of sampling."),
+    split: str = typer.Option("train", help="train or eval."),
+    difficulty: str = typer.Option("none", help="none, random, or a curriculum level."),
+    temperature: float = typer.Option(1.0, help="Sampling temperature (0 = greedy)."),
+    top_p: float = typer.Option(1.0, help="Nucleus sampling mass."),
+    max_tokens: int = typer.Option(256, help="Max tokens per completion."),
+    max_token_length: int | None = typer.Option(None, help="Length-penalty cap; default --max-tokens."),
+    model_path: Path | None = typer.Option(None, help="Model directory or .gguf for --policy hf."),
+    base_url: str | None = typer.Option(None, help="Server URL for --policy openai, e.g. http://HOST:PORT/v1."),
+    model: str | None = typer.Option(None, help="Model id on the server (default: its first)."),
+    endpoint: str = typer.Option("chat", help="openai: chat (model has a chat template) or completions."),
+    concurrency: int = typer.Option(8, help="openai: requests in flight per worker."),
+    timeout: float = typer.Option(120.0, help="openai: seconds per request before a retry."),
+    device: str | None = typer.Option(None, help="cpu or cuda; default: cuda when workers declare GPUs."),
+    dask_address: str | None = typer.Option(None, help="tcp://HOST:PORT of a Dask scheduler; default local."),
+    connect_timeout: float = typer.Option(10.0, help="Seconds to wait for the --dask-address scheduler."),
+    workers: int | None = typer.Option(None, help="Local cluster size; default one per core (or GPU)."),
+    shard_size: int | None = typer.Option(None, help="Items per Dask task; default: about 32 shards."),
+    experiment: str = typer.Option("default", help="Experiment name stored on every row."),
+    iteration: int = typer.Option(0, help="Iteration stored on every row (and part of the sampling seed)."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Groups JSONL; default stdout."),
+    samples_output: Path | None = typer.Option(None, help="Also write one row per sample (lake fields)."),
+    progress: bool = typer.Option(True, help="Show a progress bar on stderr."),
+) -> None:
+    """Sample --group-size completions per item on Dask, score them, write groups as JSONL (`aitp score` fields)."""
+    from aitp.envs.items import generate_items, parse_difficulty
+    from aitp.policies.base import SamplingParams
+    from aitp.rollouts.cluster import dask_client
+    from aitp.rollouts.run import group_records, local_gpus, preflight, run_rollouts
+
+    for name, value in (("--n-items", n_items), ("--group-size", group_size), ("--max-tokens", max_tokens)):
+        if value < 1:
+            raise BadInputError(f"{name} must be at least 1, got {value}")
+    if workers is not None and workers < 1:
+        raise BadInputError(f"--workers must be at least 1, got {workers}")
+    if not 0.0 <= temperature <= 2.0 or not 0.0 < top_p <= 1.0:
+        raise BadInputError("--temperature must be in [0, 2] and --top-p in (0, 1]")
+    spec = policy_spec(policy, model_path, base_url, model, endpoint, concurrency, timeout)
+    preflight(spec)  # before any cluster starts: a bad path or a dead server fails in a second
+    items = generate_items(task, n_items, seed, split, parse_difficulty(difficulty))
+    params = SamplingParams(n=group_size, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+    kwargs = dict(
+        experiment=experiment,
+        iteration=iteration,
+        seed=seed,
+        max_token_length=max_token_length,
+        shard_size=shard_size,
+        device=device,
+    )
+    with dask_client(dask_address, workers, local_gpus(spec, device), connect_timeout) as client:
+        if progress:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            columns = (TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            with Progress(*columns, console=Console(stderr=True)) as bar:
+                job = bar.add_task("rollouts", total=len(items))
+                rows = run_rollouts(
+                    items,
+                    spec,
+                    params,
+                    group_size,
+                    client,
+                    on_progress=lambda done, total: bar.update(job, completed=done),
+                    **kwargs,
+                )
+        else:
+            rows = run_rollouts(items, spec, params, group_size, client, **kwargs)
+    groups = group_records(items, rows)
+    if samples_output is not None:
+        write_jsonl_atomic(samples_output, rows)
+    if output is not None:
+        write_jsonl_atomic(output, groups)
+    else:
+        for record in groups:
+            sys.stdout.write(json.dumps(record, default=str) + "\n")
+        sys.stdout.flush()
+
+
+@app.command("serve")
+def serve_command(
+    policy: str = typer.Option(..., help="tiny, hf (with --model-path), or a checkpoint directory."),
+    host: str = typer.Option("127.0.0.1", help="Interface to bind; loopback by default."),
+    port: int = typer.Option(8000, help="Port to listen on (0 picks a free one; the URL is printed)."),
+    model_path: Path | None = typer.Option(None, help="Model directory or .gguf for --policy hf."),
+    model_name: str | None = typer.Option(None, help="Model id clients ask for; default the policy's name."),
+    device: str | None = typer.Option(None, help="cpu or cuda; default: cuda when available."),
+) -> None:
+    """Serve a local policy over an OpenAI-compatible HTTP API (/v1/models, /v1/chat/completions, /v1/completions)."""
+    if policy == "openai":
+        raise BadInputError("--policy openai is already a server: serve tiny, hf or a checkpoint directory")
+    spec = policy_spec(policy, model_path)
+    from aitp.policies.loading import load_policy
+    from aitp.serve import bind, serve
+
+    sock = bind(host, port)  # a busy port fails before minutes of model loading, not after
+    serve(load_policy(spec, device=device), model_name=model_name, sock=sock)

@@ -1,0 +1,175 @@
+"""A Hugging Face causal LM from a local directory or a GGUF file, sampled by the shared KV-cache loop.
+
+Loading never touches the network (`local_files_only`, `HF_HUB_OFFLINE=1`). Prompts go through
+the tokenizer's chat template when it has one. Sampling reuses `aitp.policies.tiny.sampler`: the
+model's own `DynamicCache` is the decoder state, so seeds, stop strings, log-probs and finish
+reasons mean exactly what they mean for the built-in model.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from aitp.errors import AitpError
+from aitp.policies.base import Completion, Messages, SamplingParams
+from aitp.policies.tiny.checkpoint import fingerprint
+from aitp.policies.tiny.sampler import sample_tokens
+
+
+class HFLoadError(AitpError):
+    """A Hugging Face model that cannot be loaded from the given local path."""
+
+
+def _import_transformers():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import transformers
+    except ImportError as exc:
+        raise HFLoadError("Hugging Face policies need transformers: pip install 'aitp[hf]'") from exc
+    return transformers
+
+
+class _HFDecoder:
+    """A causal LM plus its `DynamicCache`, with left padding expressed by attention mask and positions."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+        # transformers 5.x renamed `past_key_values` to `cache`; the cache object is updated in place.
+        params = inspect.signature(model.forward).parameters
+        self.cache_arg = "cache" if "cache" in params else "past_key_values"
+
+    def _forward(self, ids: Tensor, positions: Tensor) -> Tensor:
+        out = self.model(
+            input_ids=ids,
+            attention_mask=self.mask,
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+            **{self.cache_arg: self.cache},
+        )
+        return out.logits[:, -1].float()
+
+    def prefill(self, ids: Tensor, valid: Tensor, steps: int) -> Tensor:
+        from transformers import DynamicCache
+
+        self.cache = DynamicCache(config=self.model.config)
+        self.mask = valid.long()
+        positions = (self.mask.cumsum(1) - 1).clamp(min=0)
+        self.next_pos = positions[:, -1] + 1
+        return self._forward(ids, positions)
+
+    def repeat(self, n: int) -> None:
+        self.cache.batch_repeat_interleave(n)
+        self.mask = self.mask.repeat_interleave(n, dim=0)
+        self.next_pos = self.next_pos.repeat_interleave(n, dim=0)
+
+    def keep(self, rows: Tensor) -> None:
+        self.cache.batch_select_indices(rows)
+        self.mask, self.next_pos = self.mask[rows], self.next_pos[rows]
+
+    def step(self, tokens: Tensor) -> Tensor:
+        self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+        positions = self.next_pos[:, None]
+        self.next_pos = self.next_pos + 1
+        return self._forward(tokens[:, None], positions)
+
+
+class HFPolicy:
+    """Samples from a local Hugging Face causal LM; build it with `HFPolicy.from_path`."""
+
+    def __init__(self, model, tokenizer, *, name: str, version: str, max_rows: int = 32) -> None:
+        self.model = model
+        self.max_rows = max_rows
+        self.tokenizer = tokenizer
+        self.name = name
+        self.version = version
+        config_eos = getattr(model.generation_config, "eos_token_id", None)
+        eos = config_eos if isinstance(config_eos, list) else [config_eos]
+        self.eos_ids = {int(i) for i in [*eos, tokenizer.eos_token_id] if i is not None}
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.eos_ids, default=0)
+        self.pad_id = int(pad)
+        self.max_len = getattr(model.config, "max_position_embeddings", None)
+
+    @classmethod
+    def from_path(
+        cls, path: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None
+    ) -> HFPolicy:
+        """Load a `save_pretrained` directory, or a `.gguf` file (de-quantised to `dtype`), offline."""
+        transformers = _import_transformers()
+        path = Path(path)
+        if not path.exists():
+            raise HFLoadError(f"policy path {path} does not exist: pass a checkpoint directory or a .gguf file")
+        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if dtype is None:
+            dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        elif isinstance(dtype, str):
+            dtype = getattr(torch, dtype)
+        where: dict[str, Any] = {"local_files_only": True}
+        if path.is_file():
+            if path.suffix != ".gguf":
+                raise HFLoadError(f"{path} is a file but not a .gguf: pass a model directory or a .gguf file")
+            where["gguf_file"] = path.name
+            source = str(path.parent)
+        else:
+            source = str(path)
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(source, **where)
+            model = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **where)
+        except (OSError, ValueError, KeyError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise HFLoadError(
+                f"cannot load a Hugging Face causal LM from {path} ({first}): pass a directory written by "
+                "save_pretrained (config, weights, tokenizer) or a .gguf file"
+            ) from exc
+        model.to(device).eval()
+        return cls(model, tokenizer, name=path.name, version=fingerprint(path))
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def prompt_ids(self, messages: Messages) -> list[int]:
+        """Tokenise a chat: the tokenizer's template with the generation prompt, else plain role lines."""
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        text = "\n\n".join(f"{m['role'].capitalize()}: {m['content']}" for m in messages) + "\n\nAssistant:"
+        return list(self.tokenizer(text)["input_ids"])
+
+    def sample(
+        self, prompts: list[Messages], params: SamplingParams, seeds: list[int] | None = None
+    ) -> list[list[Completion]]:
+        """Return `params.n` completions per prompt; `seeds[i]` alone decides prompt i's randomness."""
+        return self.sample_ids([self.prompt_ids(m) for m in prompts], params, seeds)
+
+    def sample_ids(
+        self, prompt_ids: list[list[int]], params: SamplingParams, seeds: list[int] | None = None
+    ) -> list[list[Completion]]:
+        """Like `sample`, from already tokenised prompts."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                return self._sample(prompt_ids, params, seeds)
+        finally:
+            self.model.train(was_training)
+
+    def _sample(self, prompt_ids, params, seeds):
+        return sample_tokens(
+            _HFDecoder(self.model),
+            prompt_ids,
+            params,
+            seeds,
+            eos_ids=self.eos_ids,
+            pad_id=self.pad_id,
+            decode=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True),
+            max_len=self.max_len,
+            max_rows=self.max_rows,
+            device=self.device,
+        )

@@ -1,0 +1,112 @@
+"""A tiny-model checkpoint is a directory: `config.json` (sizes, metadata), `model.safetensors`,
+`tokenizer.json`. It is written to a staging directory and renamed into place, so a reader never
+sees half a checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from aitp.errors import AitpError
+from aitp.policies.tiny.model import TinyConfig, TinyTransformer
+from aitp.tokenizer import ByteTokenizer
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+TOKENIZER_FILE = "tokenizer.json"
+POLICY_TYPE = "tiny"
+_WHOLE_FILE_LIMIT = 64 << 20
+
+
+class CheckpointError(AitpError):
+    """A checkpoint directory that is incomplete or not of the expected kind."""
+
+
+def is_tiny_checkpoint(path: str | Path) -> bool:
+    """Whether `path` is a directory holding a tiny-model checkpoint."""
+    config = Path(path) / CONFIG_FILE
+    if not config.is_file():
+        return False
+    try:
+        return json.loads(config.read_text()).get("aitp_policy") == POLICY_TYPE
+    except (json.JSONDecodeError, AttributeError):
+        return False
+
+
+def save_checkpoint(
+    path: str | Path,
+    model: TinyTransformer,
+    tokenizer: ByteTokenizer | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Path:
+    """Write model, tokenizer and JSON-able `meta` (step, metrics, ...) to directory `path`, replacing it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
+        save_file(state, str(staging / WEIGHTS_FILE))
+        (tokenizer or ByteTokenizer()).save(staging / TOKENIZER_FILE)
+        config = {"aitp_policy": POLICY_TYPE, "format": 1, "model": model.config.to_dict(), "meta": meta or {}}
+        (staging / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True))
+        old = None
+        if path.exists():
+            old = path.with_name(f".{path.name}.old-{staging.name}")
+            path.rename(old)
+        staging.rename(path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return path
+
+
+def load_checkpoint(
+    path: str | Path, device: str | torch.device | None = None
+) -> tuple[TinyTransformer, ByteTokenizer, dict[str, Any]]:
+    """Read a checkpoint directory: the model (in eval mode, on `device`), its tokenizer and its meta."""
+    path = Path(path)
+    if not is_tiny_checkpoint(path):
+        raise CheckpointError(
+            f"{path} is not a tiny-model checkpoint (no {CONFIG_FILE} with aitp_policy=tiny): "
+            "pass a directory written by save_checkpoint"
+        )
+    if not (path / WEIGHTS_FILE).is_file():
+        raise CheckpointError(f"checkpoint {path} has no {WEIGHTS_FILE}: it is incomplete, save it again")
+    config = json.loads((path / CONFIG_FILE).read_text())
+    model = TinyTransformer(TinyConfig.from_dict(config["model"]))
+    model.load_state_dict(load_file(str(path / WEIGHTS_FILE)))
+    tokenizer_file = path / TOKENIZER_FILE
+    tokenizer = ByteTokenizer.load(tokenizer_file) if tokenizer_file.is_file() else ByteTokenizer()
+    return model.to(device or "cpu").eval(), tokenizer, config.get("meta", {})
+
+
+def fingerprint(path: str | Path) -> str:
+    """A short content id of a checkpoint (directory or file): names, sizes and contents of its files.
+
+    Files over 64 MiB contribute only their first and last MiB, which keeps it fast on multi-GB
+    weights; identical copies anywhere get the same id.
+    """
+    path = Path(path)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    digest = hashlib.sha256()
+    for f in files:
+        size = f.stat().st_size
+        digest.update(f"{f.relative_to(path) if path.is_dir() else f.name}:{size}".encode())
+        with f.open("rb") as fh:
+            if size <= _WHOLE_FILE_LIMIT:
+                digest.update(fh.read())
+                continue
+            digest.update(fh.read(1 << 20))
+            fh.seek(-(1 << 20), 2)
+            digest.update(fh.read())
+    return digest.hexdigest()[:12]

@@ -1,0 +1,132 @@
+"""The Dask cluster rollouts run on: a local one sized to the machine, or an existing scheduler.
+
+Local CPU workers are processes with one thread each (the nanny sets OMP_NUM_THREADS=1, so two
+workers do not fight over the cores). Local GPU workers are one per visible GPU, each pinned to its
+card with CUDA_VISIBLE_DEVICES and declaring the Dask resource `GPU=1`, which rollout tasks ask for
+when the policy runs on CUDA. Workers of an existing cluster declare it themselves
+(`dask worker ADDR --nthreads 1 --resources GPU=1`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from aitp.errors import AitpError
+
+GPU = "GPU"
+CONNECT_TIMEOUT_S = 10.0
+WORKERS_TIMEOUT_S = 60.0
+
+
+class SchedulerUnreachableError(AitpError):
+    """No Dask scheduler answers at the given address, or it has no workers."""
+
+
+def machine_workers() -> int:
+    """How many single-threaded CPU workers this machine holds: one per core."""
+    return max(1, os.cpu_count() or 1)
+
+
+def visible_gpus() -> int:
+    """CUDA devices this process sees (0 without torch or CUDA)."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def local_cluster(workers: int | None = None, gpus: int = 0, memory_limit: str | float | None = "auto"):
+    """A local cluster of worker processes: `workers` CPU workers, or one per GPU when `gpus` > 0."""
+    from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
+
+    quiet = {"silence_logs": logging.ERROR}
+    if gpus <= 0:
+        n = workers or machine_workers()
+        return LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            memory_limit=memory_limit,
+            **quiet,
+        )
+    n = min(workers or gpus, gpus)
+    # Card i of this process is the i-th entry of its own CUDA_VISIBLE_DEVICES, when that is set.
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    cards = visible if len(visible) >= n else [str(i) for i in range(n)]
+    specs = {
+        f"gpu-{i}": {
+            "cls": Nanny,
+            "options": {
+                "nthreads": 1,
+                "resources": {GPU: 1},
+                "env": {"CUDA_VISIBLE_DEVICES": cards[i].strip()},
+                "memory_limit": memory_limit,
+                "silence_logs": logging.ERROR,
+            },
+        }
+        for i in range(n)
+    }
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": None}}
+    return SpecCluster(workers=specs, scheduler=scheduler, **quiet)
+
+
+def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S):
+    """A client of the scheduler at `address`, or a one-line error saying how to start one."""
+    from distributed import Client
+
+    try:
+        return Client(address, timeout=timeout_s, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise SchedulerUnreachableError(
+            f"no Dask scheduler answers at {address} within {timeout_s:g}s ({type(exc).__name__}): start one with "
+            "`dask scheduler` and pass its tcp://HOST:PORT, or drop --dask-address to use a local cluster"
+        ) from exc
+
+
+def wait_for_workers(client, timeout_s: float = WORKERS_TIMEOUT_S) -> int:
+    """Wait until the scheduler has at least one worker; return how many it has."""
+    try:
+        client.wait_for_workers(1, timeout=timeout_s)
+    except (TimeoutError, OSError) as exc:
+        raise SchedulerUnreachableError(
+            f"the Dask scheduler at {client.scheduler.address} has no workers after {timeout_s:g}s: "
+            f"start some with `dask worker {client.scheduler.address} --nthreads 1`"
+        ) from exc
+    return len(client.scheduler_info(n_workers=-1)["workers"])
+
+
+def gpu_workers(client) -> int:
+    """How many of the cluster's workers declare a GPU resource."""
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    return sum(1 for w in workers if (w.get("resources") or {}).get(GPU, 0) > 0)
+
+
+@contextmanager
+def dask_client(
+    address: str | None = None,
+    workers: int | None = None,
+    gpus: int | None = None,
+    timeout_s: float = CONNECT_TIMEOUT_S,
+) -> Iterator[object]:
+    """A Dask client for the scheduler at `address`, else for a local cluster closed on exit.
+
+    `gpus=None` gives local GPU workers when CUDA is visible; `gpus=0` forces CPU workers.
+    """
+    from distributed import Client
+
+    if address:
+        client = connect(address, timeout_s)
+        try:
+            wait_for_workers(client, max(timeout_s, WORKERS_TIMEOUT_S))
+            yield client
+        finally:
+            client.close()
+        return
+    n_gpus = visible_gpus() if gpus is None else gpus
+    with local_cluster(workers, n_gpus) as cluster, Client(cluster, set_as_default=False) as client:
+        yield client

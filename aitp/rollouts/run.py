@@ -1,0 +1,187 @@
+"""Rollouts fanned out over Dask: cut items into shards, sample and score each on a worker, gather rows.
+
+A shard is the unit of retry: a worker that dies mid-shard costs a rerun of that shard elsewhere,
+and since sampling is seeded per item (never per worker) the rerun gives the same rows as a
+fault-free run, up to `latency_s` and `worker`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from aitp.envs.items import Item
+from aitp.errors import AitpError
+from aitp.policies.base import SamplingParams
+from aitp.rollouts.cluster import GPU, dask_client, gpu_workers
+from aitp.rollouts.shards import cut_shards, default_shard_size
+from aitp.rollouts.worker import PolicySpec, RolloutContext, rollout_shard, spec_as_dict, with_group_size
+
+Progress = Callable[[int, int], None]
+DEFAULT_RETRIES = 2
+
+
+class PolicyNotFoundError(AitpError):
+    """A policy spec that names a path that does not exist."""
+
+
+class RolloutClusterError(AitpError):
+    """A shard that kept killing its workers, or a scheduler lost mid-run."""
+
+
+class NoGpuWorkersError(AitpError):
+    """The policy is to run on CUDA but no worker declares a GPU."""
+
+
+def is_remote(spec: PolicySpec) -> bool:
+    """Whether the policy is a server (sampled over HTTP) rather than a model loaded on the worker."""
+    return spec_as_dict(spec).get("backend") == "openai"
+
+
+def preflight(spec: PolicySpec) -> None:
+    """Fail fast on the caller's side: a missing policy path, a server that does not answer."""
+    as_dict = spec_as_dict(spec)
+    path = as_dict.get("path")
+    if path is not None and not Path(path).expanduser().exists():
+        raise PolicyNotFoundError(
+            f"policy path {path} does not exist: pass a checkpoint directory, or tiny, hf or openai with their options"
+        )
+    if is_remote(spec):
+        from aitp.policies.openai_backend import OpenAIPolicy
+
+        OpenAIPolicy.from_spec(as_dict).check()
+
+
+def local_gpus(spec: PolicySpec, device: str | None) -> int | None:
+    """GPUs for a local cluster: none for a server or a CPU policy, else whatever CUDA shows (None)."""
+    return 0 if is_remote(spec) or device == "cpu" else None
+
+
+def _placement(spec: PolicySpec, client, device: str | None) -> tuple[str | None, dict[str, int] | None]:
+    """The device to load on and the Dask resources to ask for: a GPU only when the policy runs on CUDA."""
+    if is_remote(spec) or device == "cpu":
+        return device, None
+    n_gpu = gpu_workers(client)
+    if device is not None and device.startswith("cuda"):
+        if n_gpu == 0:
+            raise NoGpuWorkersError(
+                "the policy is to run on CUDA but no Dask worker declares a GPU: start workers with "
+                "`--resources GPU=1`, or pass device cpu"
+            )
+        return device, {GPU: 1}
+    if device is None and n_gpu > 0:
+        return "cuda", {GPU: 1}
+    return device, None
+
+
+def run_rollouts(
+    items: Sequence[Item],
+    policy: PolicySpec,
+    params: SamplingParams,
+    group_size: int,
+    client: Any = None,
+    *,
+    experiment: str = "default",
+    iteration: int = 0,
+    seed: int = 0,
+    max_token_length: int | None = None,
+    shard_size: int | None = None,
+    retries: int = DEFAULT_RETRIES,
+    device: str | None = None,
+    workers: int | None = None,
+    on_progress: Progress | None = None,
+) -> list[dict[str, Any]]:
+    """Sample and score `group_size` completions per item on Dask; one row per sample, in item order.
+
+    `client` is a `distributed.Client`, a scheduler address, or None for a local cluster of `workers`
+    processes started (and closed) for this call. `max_token_length` (default `params.max_tokens`)
+    sets the length penalty. `on_progress(items_done, items_total)` is called as shards finish.
+    """
+    if not items:
+        return []
+    preflight(policy)
+    ctx_params = with_group_size(params, group_size)
+    if isinstance(client, str) or client is None:
+        opened = dask_client(client, workers, gpus=local_gpus(policy, device))
+    else:
+        opened = nullcontext(client)
+    with opened as dask:
+        load_on, resources = _placement(policy, dask, device)
+        ctx = RolloutContext(
+            experiment=experiment,
+            iteration=iteration,
+            seed=seed,
+            params=ctx_params,
+            max_token_length=max_token_length or params.max_tokens,
+            device=load_on,
+        )
+        shards = cut_shards([item.to_dict() for item in items], shard_size or default_shard_size(len(items)))
+        return _gather(dask, shards, policy, ctx, retries, resources, len(items), on_progress)
+
+
+def _gather(dask, shards, policy, ctx, retries, resources, total, on_progress) -> list[dict[str, Any]]:
+    from distributed import KilledWorker, as_completed
+    from distributed.comm import CommClosedError
+
+    run_id = uuid.uuid4().hex[:12]
+    keys = [f"aitp-rollout-{run_id}-{i}" for i in range(len(shards))]
+    futures = dask.map(rollout_shard, shards, spec=policy, ctx=ctx, key=keys, retries=retries, resources=resources)
+    index = {f.key: i for i, f in enumerate(futures)}
+    results: list[list[dict[str, Any]] | None] = [None] * len(shards)
+    done = 0
+    try:
+        for future in as_completed(futures, loop=dask.loop):
+            i = index[future.key]
+            try:
+                results[i] = future.result()
+            except KilledWorker as exc:
+                raise RolloutClusterError(
+                    f"shard {i} ({len(shards[i])} items) took down every worker that ran it: give workers more "
+                    "memory, or lower --shard-size or --max-tokens"
+                ) from exc
+            done += len(shards[i])
+            if on_progress is not None:
+                on_progress(done, total)
+    except CommClosedError as exc:
+        raise RolloutClusterError(
+            f"lost the Dask scheduler mid-run ({type(exc).__name__}): check that it is still up, then run again"
+        ) from exc
+    finally:
+        dask.cancel(futures)
+    return [row for shard_rows in results for row in shard_rows or []]
+
+
+def group_records(items: Sequence[Item], rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One line per item, as `aitp score` writes it (item fields plus scores), with the completions."""
+    by_item: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_item.setdefault(row["item_id"], []).append(row)
+    records = []
+    for item in items:
+        group = sorted(by_item.get(item.item_id, []), key=lambda r: r["sample_index"])
+        if not group:
+            continue
+        first = group[0]
+        records.append(
+            {
+                **item.to_dict(),
+                "experiment": first["experiment"],
+                "iteration": first["iteration"],
+                "group_id": first["group_id"],
+                "sample_seed": first["sample_seed"],
+                "model_version": first["model_version"],
+                "completions": [r["completion"] for r in group],
+                "scores": [r["final_score"] for r in group],
+                "raw_scores": [r["raw_score"] for r in group],
+                "lenient_scores": [r["lenient_score"] for r in group],
+                "format_errors": [r["format_error"] for r in group],
+                "extracted_answers": [r["extracted_answer"] for r in group],
+                "completion_tokens": [r["completion_tokens"] for r in group],
+                "finish_reasons": [r["finish_reason"] for r in group],
+                "uniform": len({r["final_score"] for r in group}) <= 1,
+            }
+        )
+    return records

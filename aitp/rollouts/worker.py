@@ -1,0 +1,200 @@
+"""What runs on a Dask worker: load the policy once per process, then sample and score a shard.
+
+The policy is cached per worker process, keyed by its spec and device, so every shard after the
+first reuses the loaded model; `PolicyPlugin` can warm that cache when a worker joins. A shard
+returns plain, small rows (one per sample); the caller writes them out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from aitp.envs.groups import ScoredGroup, score_group
+from aitp.envs.items import Item
+from aitp.envs.prompt import build_messages
+from aitp.policies.base import Completion, Messages, Policy, SamplingParams
+from aitp.rollouts.shards import group_id, sample_seed
+from aitp.tokenizer import load_token_counter
+
+PolicySpec = str | dict[str, Any]
+
+MAX_CACHED_POLICIES = 2  # e.g. champion and challenger; iterations would otherwise pile up models
+_POLICIES: dict[str, Policy] = {}
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class RolloutContext:
+    """What every shard of one rollout shares: where rows belong and how to sample and score."""
+
+    experiment: str
+    iteration: int
+    seed: int
+    params: SamplingParams
+    max_token_length: int
+    device: str | None = None
+
+
+def spec_as_dict(spec: PolicySpec) -> dict[str, Any]:
+    """The spec as a dict, reading the string forms `aitp.policies.loading` accepts (without importing torch)."""
+    if isinstance(spec, dict):
+        return spec
+    text = str(spec)
+    if text in ("tiny", "smollm2"):
+        return {"backend": "tiny" if text == "tiny" else "hf"}
+    prefix, _, rest = text.partition(":")
+    if prefix == "openai" and rest:
+        return {"backend": "openai", "base_url": rest}
+    if prefix in ("tiny", "hf") and rest:
+        return {"backend": prefix, "path": rest}
+    return {"path": text}
+
+
+def spec_key(spec: PolicySpec, device: str | None) -> str:
+    """The per-process cache key: the spec, the device, and the identity of the checkpoint on disk.
+
+    Checkpoints are replaced by renaming a new directory into place, so the path's inode and mtime
+    tell a retrained checkpoint at the same path from the cached one.
+    """
+    path = spec_as_dict(spec).get("path")
+    stamp = None
+    if path:
+        try:
+            st = os.stat(path)
+            stamp = [st.st_ino, st.st_mtime_ns]
+        except OSError:
+            stamp = None
+    return json.dumps({"spec": spec, "device": device, "stamp": stamp}, sort_keys=True, default=str)
+
+
+def _in_dask_worker() -> bool:
+    try:
+        from distributed import get_worker
+
+        get_worker()
+        return True
+    except (ImportError, ValueError):
+        return False
+
+
+def load_cached_policy(spec: PolicySpec, device: str | None = None) -> Policy:
+    """The policy of `spec`, loaded at most once per process (the last few are kept, oldest evicted)."""
+    key = spec_key(spec, device)
+    with _LOCK:
+        policy = _POLICIES.pop(key, None)
+        if policy is None:
+            threads = os.environ.get("OMP_NUM_THREADS")
+            if threads and threads.isdigit() and _in_dask_worker():
+                # Each worker owns its share of the cores (the nanny sets OMP_NUM_THREADS=1); enforce it
+                # even if torch was imported before the variable was set.
+                import torch
+
+                torch.set_num_threads(max(1, int(threads)))
+            from aitp.policies.loading import load_policy
+
+            policy = load_policy(spec, device=device)
+        _POLICIES[key] = policy  # most recently used last
+        while len(_POLICIES) > MAX_CACHED_POLICIES:
+            _POLICIES.pop(next(iter(_POLICIES)))
+        return policy
+
+
+def worker_name() -> str:
+    """This worker's name as Dask knows it, else host:pid outside Dask."""
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().name)
+    except (ImportError, ValueError):
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class PolicyPlugin(WorkerPlugin):
+    """A Dask worker plugin that loads the policy when a worker starts (optional: shards load lazily)."""
+
+    def __init__(self, spec: PolicySpec, device: str | None = None) -> None:
+        self.spec, self.device = spec, device
+        self.name = "aitp-policy-" + hashlib.sha256(spec_key(spec, device).encode()).hexdigest()[:12]
+
+    def setup(self, worker) -> None:
+        load_cached_policy(self.spec, self.device)
+
+
+def rollout_shard(item_dicts: list[dict[str, Any]], spec: PolicySpec, ctx: RolloutContext) -> list[dict[str, Any]]:
+    """Sample a group for each item of a shard, score it, and return one row per sample."""
+    policy = load_cached_policy(spec, ctx.device)
+    items = [Item.from_dict(d) for d in item_dicts]
+    prompts = [build_messages(item) for item in items]
+    seeds = [sample_seed(item.item_id, ctx.seed, ctx.iteration) for item in items]
+    start = time.perf_counter()
+    groups = policy.sample(prompts, ctx.params, seeds)
+    latency = (time.perf_counter() - start) / max(1, len(items))
+    count_tokens = load_token_counter(None)
+    where = {"worker": worker_name(), "model_version": str(getattr(policy, "version", ""))}
+    rows: list[dict[str, Any]] = []
+    for item, prompt, seed, group in zip(items, prompts, seeds, groups):
+        lengths = [c.completion_tokens for c in group]
+        scored = score_group(item, [c.text for c in group], ctx.max_token_length, count_tokens, lengths)
+        rows += _group_rows(ctx, item, prompt, seed, group, scored, latency, where)
+    return rows
+
+
+def _group_rows(
+    ctx: RolloutContext,
+    item: Item,
+    prompt: Messages,
+    seed: int,
+    group: list[Completion],
+    scored: ScoredGroup,
+    latency: float,
+    where: dict[str, str],
+) -> list[dict[str, Any]]:
+    """The rows of one scored group: the fields the lake's rollouts table stores."""
+    gid = group_id(ctx.experiment, ctx.iteration, item.item_id, seed)
+    return [
+        {
+            "experiment": ctx.experiment,
+            "iteration": ctx.iteration,
+            "item_id": item.item_id,
+            "task": item.task,
+            "config": item.config,
+            "seed": item.seed,
+            "item_index": item.index,
+            "split": item.split,
+            "difficulty_level": item.level,
+            "gold_answer": item.answer,
+            "group_id": gid,
+            "sample_index": k,
+            "sample_seed": seed,
+            "prompt": prompt,
+            "completion": c.text,
+            "extracted_answer": scored.extracted_answers[k],
+            "raw_score": scored.raw_scores[k],
+            "lenient_score": scored.lenient_scores[k],
+            "final_score": scored.scores[k],
+            "format_error": scored.format_errors[k],
+            "prompt_tokens": c.prompt_tokens,
+            "completion_tokens": c.completion_tokens,
+            "token_logprobs": list(c.logprobs),
+            "finish_reason": c.finish_reason,
+            "latency_s": float(c.extra.get("latency_s", latency)),
+            **where,
+        }
+        for k, c in enumerate(group)
+    ]
+
+
+def with_group_size(params: SamplingParams, group_size: int) -> SamplingParams:
+    """The sampling params with `n` set to the group size."""
+    if group_size < 1:
+        raise ValueError(f"group_size must be at least 1, got {group_size}")
+    return replace(params, n=group_size)

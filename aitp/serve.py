@@ -1,0 +1,300 @@
+"""`aitp serve`: a small OpenAI-compatible HTTP server over a local policy (tiny or hf).
+
+Endpoints: `/v1/models`, `/v1/chat/completions`, `/v1/completions` (and `/health`), with `n`,
+`temperature`, `top_p`, `max_tokens`, `stop`, `seed`, `logprobs`, usage and finish_reason. Each
+choice also carries `token_ids`, as vLLM does with `return_token_ids`. Requests are served one at a
+time (a lock around the model): the model is not thread-safe, and batching requests together would
+make a seeded answer depend on what else arrived at the same moment. No streaming, no tools.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from aitp.errors import AitpError
+from aitp.policies.base import Completion, Messages, Policy, SamplingParams
+from aitp.tokenizer import ByteTokenizer
+
+DEFAULT_MAX_TOKENS = 256
+
+
+class ServeError(AitpError):
+    """The server cannot start: a port in use, a bad host."""
+
+
+class _ApiError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param = status, message, param
+
+
+class _Sampling(BaseModel):
+    model_config = ConfigDict(extra="allow")  # unknown OpenAI/vLLM fields are accepted and ignored
+
+    model: str | None = None
+    n: int | None = Field(None, ge=1, le=256)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    max_tokens: int | None = Field(None, ge=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    stream: bool | None = False
+
+
+class ChatRequest(_Sampling):
+    messages: list[dict[str, Any]]
+    max_completion_tokens: int | None = Field(None, ge=1)
+    logprobs: bool | None = False
+    top_logprobs: int | None = None
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[str]
+    logprobs: int | None = None
+    echo: bool | None = False
+
+
+def _params(req: _Sampling, max_tokens: int | None) -> SamplingParams:
+    stop = req.stop if isinstance(req.stop, list) else ([req.stop] if req.stop else [])
+    return SamplingParams(
+        n=req.n or 1,
+        temperature=1.0 if req.temperature is None else req.temperature,
+        top_p=1.0 if req.top_p is None else req.top_p,
+        max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
+        stop=tuple(stop),
+    )
+
+
+def _messages(raw: list[dict[str, Any]]) -> Messages:
+    """Chat messages with text content; content given as a list of text parts is joined."""
+    out = []
+    for i, m in enumerate(raw):
+        role, content = m.get("role"), m.get("content")
+        if role not in ("system", "user", "assistant"):
+            raise _ApiError(400, f"messages[{i}].role must be system, user or assistant", "messages")
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+        if not isinstance(content, str):
+            raise _ApiError(400, f"messages[{i}].content must be a string or text parts", "messages")
+        out.append({"role": role, "content": content})
+    if not out:
+        raise _ApiError(400, "messages must not be empty", "messages")
+    return out
+
+
+def _text_ids(policy: Any, text: str) -> list[int] | None:
+    """A raw completions prompt as token ids, when the policy samples from ids; else None."""
+    tokenizer = getattr(policy, "tokenizer", None)
+    if tokenizer is None or not hasattr(policy, "sample_ids"):
+        return None
+    if isinstance(tokenizer, ByteTokenizer):
+        return tokenizer.encode(text, bos=True)
+    return list(tokenizer(text)["input_ids"])  # a Hugging Face tokenizer: its own special tokens
+
+
+def _token_entries(policy: Any, ids: list[int], count: int) -> list[tuple[str, list[int]]]:
+    """(text, bytes) per generated token: from the policy's tokenizer, else vLLM's `token_id:N`."""
+    tokenizer = getattr(policy, "tokenizer", None)
+    if len(ids) != count:
+        return [("", [])] * count
+    if isinstance(tokenizer, ByteTokenizer):
+        return [(tokenizer.decode([i]), [i] if i < 256 else []) for i in ids]
+    if tokenizer is not None and hasattr(tokenizer, "decode"):
+        try:
+            texts = [tokenizer.decode([i]) for i in ids]
+            return [(t, list(t.encode("utf-8"))) for t in texts]
+        except Exception:  # a tokenizer that cannot decode single ids falls back to ids
+            pass
+    return [(f"token_id:{i}", list(f"token_id:{i}".encode())) for i in ids]
+
+
+def _usage(groups: list[list[Completion]]) -> dict[str, int]:
+    prompt = sum(g[0].prompt_tokens for g in groups if g)
+    completion = sum(c.completion_tokens for g in groups for c in g)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def create_app(policy: Policy, model_name: str | None = None) -> FastAPI:
+    """The FastAPI app serving one policy under `model_name` (default: the policy's name)."""
+    served = model_name or getattr(policy, "name", "aitp")
+    app = FastAPI(title="aitp serve", docs_url=None, redoc_url=None)
+    lock = threading.Lock()
+    created = int(time.time())
+
+    def check_model(req: _Sampling) -> None:
+        if req.model not in (None, "", served):
+            raise _ApiError(404, f"model '{req.model}' is not served here: use '{served}'", "model")
+        if req.stream:
+            raise _ApiError(400, "streaming is not supported: send stream=false", "stream")
+
+    def sample(prompts: list[Messages], params: SamplingParams, seed: int | None) -> list[list[Completion]]:
+        seeds = None if seed is None else [seed] * len(prompts)
+        with lock:
+            return policy.sample(prompts, params, seeds)
+
+    def sample_text(texts: list[str], params: SamplingParams, seed: int | None) -> list[list[Completion]]:
+        """Raw prompts go to the model as text; a policy that only takes chats gets them as a user turn."""
+        ids = [_text_ids(policy, t) for t in texts]
+        if any(i is None for i in ids):
+            return sample([[{"role": "user", "content": t}] for t in texts], params, seed)
+        seeds = None if seed is None else [seed] * len(texts)
+        with lock:
+            return policy.sample_ids(ids, params, seeds)
+
+    @app.exception_handler(_ApiError)
+    async def _api_error(_: Request, exc: _ApiError) -> JSONResponse:
+        body = {"message": exc.message, "type": "invalid_request_error", "param": exc.param, "code": None}
+        return JSONResponse({"error": body}, status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        body = {
+            "message": f"{where}: {first.get('msg', 'invalid request')}",
+            "type": "invalid_request_error",
+            "param": where or None,
+            "code": None,
+        }
+        return JSONResponse({"error": body}, status_code=400)
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        card = {
+            "id": served,
+            "object": "model",
+            "created": created,
+            "owned_by": "aitp",
+            "version": getattr(policy, "version", None),
+        }
+        return {"object": "list", "data": [card]}
+
+    @app.post("/v1/chat/completions")
+    def chat(req: ChatRequest) -> dict[str, Any]:
+        check_model(req)
+        params = _params(req, req.max_completion_tokens or req.max_tokens)
+        [group] = sample([_messages(req.messages)], params, req.seed)
+        choices = []
+        for i, c in enumerate(group):
+            logprobs = None
+            if req.logprobs:
+                tokens = _token_entries(policy, c.token_ids, len(c.logprobs))
+                logprobs = {
+                    "content": [
+                        {"token": t, "bytes": b, "logprob": lp, "top_logprobs": []}
+                        for (t, b), lp in zip(tokens, c.logprobs)
+                    ],
+                    "refusal": None,
+                }
+            choices.append(
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": c.text},
+                    "logprobs": logprobs,
+                    "finish_reason": c.finish_reason,
+                    "token_ids": c.token_ids,
+                }
+            )
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": served,
+            "choices": choices,
+            "usage": _usage([group]),
+        }
+
+    @app.post("/v1/completions")
+    def completions(req: CompletionRequest) -> dict[str, Any]:
+        check_model(req)
+        if req.echo:
+            raise _ApiError(400, "echo is not supported: send echo=false", "echo")
+        texts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
+        groups = sample_text(texts, _params(req, req.max_tokens), req.seed)
+        choices = []
+        for g, group in enumerate(groups):
+            for j, c in enumerate(group):
+                logprobs = None
+                if req.logprobs is not None:
+                    tokens = [t for t, _ in _token_entries(policy, c.token_ids, len(c.logprobs))]
+                    offsets, at = [], 0
+                    for t in tokens:
+                        offsets.append(at)
+                        at += len(t)
+                    logprobs = {
+                        "tokens": tokens,
+                        "token_logprobs": c.logprobs,
+                        "top_logprobs": [{} for _ in tokens],
+                        "text_offset": offsets,
+                    }
+                choices.append(
+                    {
+                        "index": g * len(group) + j,
+                        "text": c.text,
+                        "logprobs": logprobs,
+                        "finish_reason": c.finish_reason,
+                        "token_ids": c.token_ids,
+                    }
+                )
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": served,
+            "choices": choices,
+            "usage": _usage(groups),
+        }
+
+    return app
+
+
+def bind(host: str = "127.0.0.1", port: int = 8000) -> socket.socket:
+    """A listening socket on host:port (port 0 picks a free one), with a one-line error on failure."""
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(info[0], socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(info[4])
+        sock.listen(128)
+    except OSError as exc:
+        raise ServeError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}): pick another --port or --host"
+        ) from exc
+    return sock
+
+
+def serve(
+    policy: Policy,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    model_name: str | None = None,
+    sock: socket.socket | None = None,
+) -> None:
+    """Serve a policy until interrupted; prints `serving MODEL at http://HOST:PORT/v1` once listening.
+
+    Pass `sock` (from `bind`) to listen on a socket bound before the model was loaded.
+    """
+    import uvicorn
+
+    sock = sock or bind(host, port)
+    bound_host, bound_port = sock.getsockname()[:2]
+    served = model_name or getattr(policy, "name", "aitp")
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    app = create_app(policy, model_name)
+    print(f"serving {served} at http://{shown}:{bound_port}/v1", file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])

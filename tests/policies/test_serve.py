@@ -1,0 +1,174 @@
+"""`aitp serve` as a real subprocess, answered through the real `openai` client library."""
+
+from __future__ import annotations
+
+import subprocess
+
+import openai
+import pytest
+import torch
+
+from aitp.policies.base import SamplingParams
+from aitp.policies.loading import load_policy
+from tests.rollouts.helpers import PYTHON, make_tiny_checkpoint, start_server, stop, subprocess_env
+
+MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is 2 + 3?"}]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def server(checkpoint, tmp_path_factory):
+    proc, url = start_server(str(checkpoint), tmp_path_factory.mktemp("serve") / "serve.log")
+    try:
+        yield url
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server, api_key="unused", max_retries=0, timeout=60)
+
+
+def test_models_lists_the_served_policy(client, checkpoint):
+    [model] = client.models.list().data
+    assert model.id == checkpoint.name and model.owned_by == "aitp"
+
+
+def test_chat_completion_with_n_seed_logprobs_usage(client, checkpoint):
+    response = client.chat.completions.create(
+        model=checkpoint.name, messages=MESSAGES, n=3, seed=11, temperature=1.0, top_p=0.9, max_tokens=12, logprobs=True
+    )
+    assert response.object == "chat.completion" and [c.index for c in response.choices] == [0, 1, 2]
+    total = 0
+    for choice in response.choices:
+        assert choice.message.role == "assistant"
+        tokens = choice.logprobs.content
+        assert 0 < len(tokens) <= 12 and all(t.logprob <= 0 for t in tokens)
+        assert len(choice.model_extra["token_ids"]) == len(tokens)
+        assert choice.finish_reason in ("stop", "length")
+        if choice.finish_reason == "length":
+            assert len(tokens) == 12
+        total += len(tokens)
+    assert response.usage.completion_tokens == total
+    assert response.usage.prompt_tokens > 0
+    assert response.usage.total_tokens == response.usage.prompt_tokens + total
+    assert len({c.message.content for c in response.choices}) > 1  # n samples, not one repeated
+
+
+def test_seed_makes_answers_reproducible(client, checkpoint):
+    def ask(seed):
+        r = client.chat.completions.create(model=checkpoint.name, messages=MESSAGES, n=2, seed=seed, max_tokens=10)
+        return [c.message.content for c in r.choices]
+
+    assert ask(5) == ask(5)
+    assert ask(5) != ask(6)
+
+
+def test_server_answers_what_the_policy_samples_in_process(client, checkpoint):
+    """Same weights, same seed: the server's tokens are the in-process policy's (one thread on both sides)."""
+    policy = load_policy(str(checkpoint), device="cpu")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        [local] = policy.sample([MESSAGES], SamplingParams(n=2, max_tokens=16), seeds=[21])
+    finally:
+        torch.set_num_threads(threads)
+    r = client.chat.completions.create(model=checkpoint.name, messages=MESSAGES, n=2, seed=21, max_tokens=16)
+    assert [c.model_extra["token_ids"] for c in r.choices] == [c.token_ids for c in local]
+    assert [c.message.content for c in r.choices] == [c.text for c in local]
+
+
+def test_completions_endpoint_with_prompt_list(client, checkpoint):
+    response = client.completions.create(
+        model=checkpoint.name, prompt=["The answer is", "2 + 2 ="], n=2, seed=3, max_tokens=8, logprobs=1
+    )
+    assert response.object == "text_completion"
+    assert [c.index for c in response.choices] == [0, 1, 2, 3]
+    for choice in response.choices:
+        lp = choice.logprobs
+        assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.text_offset) == len(choice.model_extra["token_ids"])
+        assert 0 < len(lp.tokens) <= 8
+    assert response.usage.completion_tokens == sum(len(c.logprobs.tokens) for c in response.choices)
+
+
+def test_stop_strings_end_the_text(client, checkpoint):
+    stops = [chr(c) for c in range(97, 123)]  # any lowercase letter
+    r = client.chat.completions.create(model=checkpoint.name, messages=MESSAGES, n=4, seed=2, max_tokens=64, stop=stops)
+    for choice in r.choices:
+        assert not any(s in choice.message.content for s in stops)
+
+
+def test_bad_requests_get_openai_errors(client, checkpoint):
+    with pytest.raises(openai.NotFoundError, match=checkpoint.name):
+        client.chat.completions.create(model="other-model", messages=MESSAGES)
+    with pytest.raises(openai.BadRequestError, match="temperature"):
+        client.chat.completions.create(model=checkpoint.name, messages=MESSAGES, temperature=5)
+    with pytest.raises(openai.BadRequestError, match="stream"):
+        client.chat.completions.create(model=checkpoint.name, messages=MESSAGES, stream=True)
+    with pytest.raises(openai.BadRequestError, match="role"):
+        client.chat.completions.create(model=checkpoint.name, messages=[{"role": "robot", "content": "x"}])
+
+
+def test_busy_port_and_missing_policy_are_one_line_errors(server, tmp_path):
+    port = server.rsplit(":", 1)[1].split("/")[0]
+    for args, needle in (
+        (["--policy", "tiny", "--port", port], "pick another --port"),
+        (["--policy", str(tmp_path / "nope")], "does not exist"),
+    ):
+        result = subprocess.run(
+            [PYTHON, "-m", "aitp", "serve", *args], env=subprocess_env(), capture_output=True, text=True, timeout=60
+        )
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.returncode == 2 and len(lines) == 1 and needle in lines[0], result.stderr
+
+
+class _HFLikeTokenizer:
+    """Word-level ids, called and decoded the way a Hugging Face tokenizer is."""
+
+    vocab = ["<s>", "hello", "world", "!"]
+
+    def __call__(self, text: str) -> dict:
+        return {"input_ids": [0] + [self.vocab.index(w) for w in text.split()]}
+
+    def decode(self, ids: list[int]) -> str:
+        return " ".join(self.vocab[i] for i in ids)
+
+
+class _HFLikePolicy:
+    name, version = "hf-like", "v0"
+    tokenizer = _HFLikeTokenizer()
+
+    def __init__(self) -> None:
+        self.seen_ids: list[list[int]] = []
+
+    def sample(self, prompts, params, seeds=None):
+        raise AssertionError("raw completions prompts must go through sample_ids")
+
+    def sample_ids(self, prompt_ids, params, seeds=None):
+        from aitp.policies.base import Completion
+
+        self.seen_ids += prompt_ids
+        ids = [2, 3][: params.max_tokens]
+        return [[Completion(self.tokenizer.decode(ids), ids, [-0.5] * len(ids), "length", len(p), len(ids))]
+                for p in prompt_ids]  # fmt: skip
+
+
+def test_completions_tokenise_raw_text_with_the_policys_tokenizer():
+    from fastapi.testclient import TestClient
+
+    from aitp.serve import create_app
+
+    policy = _HFLikePolicy()
+    http = TestClient(create_app(policy))
+    body = http.post("/v1/completions", json={"prompt": "hello world", "max_tokens": 2, "logprobs": 0}).json()
+    assert policy.seen_ids == [[0, 1, 2]]
+    [choice] = body["choices"]
+    assert choice["text"] == "world !" and choice["token_ids"] == [2, 3] and choice["finish_reason"] == "length"
+    assert choice["logprobs"]["tokens"] == ["world", "!"] and choice["logprobs"]["text_offset"] == [0, 5]
+    assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    assert http.get("/v1/models").json()["data"][0]["id"] == "hf-like"

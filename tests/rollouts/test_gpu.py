@@ -1,0 +1,26 @@
+"""Rollouts on local GPU workers: one per card, each declaring the Dask resource GPU=1. Run with -m gpu."""
+
+from __future__ import annotations
+
+import pytest
+
+from aitp.envs.items import generate_items
+from aitp.policies.base import SamplingParams
+from aitp.rollouts import dask_client, run_rollouts
+from aitp.rollouts.cluster import gpu_workers, visible_gpus
+from tests.rollouts.helpers import make_tiny_checkpoint
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.skipif(visible_gpus() == 0, reason="needs a CUDA device")
+def test_rollouts_ask_for_gpus_and_match_across_cluster_sizes(tmp_path):
+    policy = str(make_tiny_checkpoint(tmp_path / "ckpt"))
+    items = generate_items("basic_arithmetic", 8, seed=0)
+    params = SamplingParams(max_tokens=32)
+    with dask_client(None, workers=1) as client:
+        assert gpu_workers(client) == 1
+        rows = run_rollouts(items, policy, params, 4, client, shard_size=2)
+    assert len(rows) == 32 and all(r["worker"] == "gpu-0" for r in rows)
+    again = run_rollouts(items, policy, params, 4, None, shard_size=2)  # a local GPU cluster of every card
+    assert [r["completion"] for r in again] == [r["completion"] for r in rows]

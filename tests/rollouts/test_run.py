@@ -1,0 +1,112 @@
+"""`run_rollouts` on an in-process Dask cluster: rows carry the lake's fields, groups the `aitp score` fields."""
+
+from __future__ import annotations
+
+import pytest
+
+from aitp.envs.groups import score_group
+from aitp.envs.items import generate_items
+from aitp.policies.base import SamplingParams
+from aitp.rollouts import group_records, run_rollouts
+from aitp.rollouts.run import NoGpuWorkersError, PolicyNotFoundError, _placement
+from aitp.tokenizer import load_token_counter
+from tests.rollouts.helpers import make_tiny_checkpoint
+
+ROW_FIELDS = {
+    "experiment", "iteration", "item_id", "task", "config", "seed", "item_index", "split", "difficulty_level",
+    "gold_answer", "group_id", "sample_index", "sample_seed", "prompt", "completion", "extracted_answer",
+    "raw_score", "lenient_score", "final_score", "format_error", "prompt_tokens", "completion_tokens",
+    "token_logprobs", "finish_reason", "latency_s", "worker", "model_version",
+}  # fmt: skip
+SCORE_FIELDS = {"scores", "raw_scores", "lenient_scores", "format_errors", "extracted_answers", "completion_tokens"}
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        with Client(cluster, set_as_default=False) as c:
+            yield c
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory):
+    return str(make_tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny"))
+
+
+PARAMS = SamplingParams(temperature=1.0, max_tokens=24)
+
+
+def test_rows_carry_lake_fields_in_item_order(client, policy):
+    items = generate_items("basic_arithmetic", 5, seed=1)
+    rows = run_rollouts(items, policy, PARAMS, 3, client, experiment="e", iteration=2, seed=1, shard_size=2)
+    assert len(rows) == 15
+    assert set(rows[0]) == ROW_FIELDS
+    assert [(r["item_id"], r["sample_index"]) for r in rows] == [(i.item_id, k) for i in items for k in range(3)]
+    row = rows[0]
+    assert (row["experiment"], row["iteration"], row["task"]) == ("e", 2, "basic_arithmetic")
+    assert row["gold_answer"] == items[0].answer and row["item_index"] == items[0].index
+    assert row["prompt"][-1] == {"role": "user", "content": items[0].question}
+    assert len(row["token_logprobs"]) == row["completion_tokens"] <= 24
+    assert row["finish_reason"] in ("stop", "length") and row["latency_s"] >= 0
+    assert len({r["group_id"] for r in rows}) == 5
+
+
+def test_groups_match_aitp_score(client, policy):
+    items = generate_items("basic_arithmetic", 3, seed=2)
+    rows = run_rollouts(items, policy, PARAMS, 2, client, seed=2)
+    groups = group_records(items, rows)
+    assert [g["item_id"] for g in groups] == [i.item_id for i in items]
+    for item, group in zip(items, groups):
+        assert SCORE_FIELDS | {"completions", "question", "answer", "metadata"} <= set(group)
+        again = score_group(item, group["completions"], 24, load_token_counter(None), group["completion_tokens"])
+        assert group["scores"] == again.scores and group["format_errors"] == again.format_errors
+
+
+def test_same_seed_same_rows_other_iteration_other_samples(client, policy):
+    items = generate_items("basic_arithmetic", 4, seed=4)
+    first = run_rollouts(items, policy, PARAMS, 2, client, seed=4, iteration=0)
+    second = run_rollouts(items, policy, PARAMS, 2, client, seed=4, iteration=0)
+    later = run_rollouts(items, policy, PARAMS, 2, client, seed=4, iteration=1)
+    drop = ("latency_s",)
+    assert [{k: v for k, v in r.items() if k not in drop} for r in first] == [
+        {k: v for k, v in r.items() if k not in drop} for r in second
+    ]
+    assert [r["completion"] for r in first] != [r["completion"] for r in later]
+
+
+def test_completions_do_not_depend_on_the_shard_cut(client, policy):
+    items = generate_items("basic_arithmetic", 4, seed=5)
+    one = run_rollouts(items, policy, PARAMS, 2, client, seed=5, shard_size=1)
+    all_in_one = run_rollouts(items, policy, PARAMS, 2, client, seed=5, shard_size=4)
+    assert [r["completion"] for r in one] == [r["completion"] for r in all_in_one]
+    for a, b in zip(one, all_in_one):
+        assert a["token_logprobs"] == pytest.approx(b["token_logprobs"], abs=1e-4)
+
+
+def test_no_items_no_cluster():
+    assert run_rollouts([], "does-not-matter", PARAMS, 2, client=None) == []
+
+
+def test_missing_policy_path_fails_before_submitting(client, tmp_path):
+    items = generate_items("basic_arithmetic", 1, seed=0)
+    with pytest.raises(PolicyNotFoundError, match="does not exist"):
+        run_rollouts(items, str(tmp_path / "nope"), PARAMS, 2, client)
+
+
+class _FakeClient:
+    def __init__(self, gpu_workers: int) -> None:
+        self.workers = {f"w{i}": {"resources": {"GPU": 1} if i < gpu_workers else {}} for i in range(2)}
+
+    def scheduler_info(self, n_workers: int = -1):
+        return {"workers": self.workers}
+
+
+def test_gpu_resources_only_for_local_models_on_cuda():
+    assert _placement("tiny", _FakeClient(1), None) == ("cuda", {"GPU": 1})
+    assert _placement("tiny", _FakeClient(0), None) == (None, None)
+    assert _placement("tiny", _FakeClient(2), "cpu") == ("cpu", None)
+    assert _placement({"backend": "openai", "base_url": "http://x/v1"}, _FakeClient(2), None) == (None, None)
+    with pytest.raises(NoGpuWorkersError, match="resources GPU=1"):
+        _placement("tiny", _FakeClient(0), "cuda")

@@ -1,0 +1,36 @@
+"""Shards, sampling seeds and group ids: cut in order, and independent of where a shard runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from aitp.rollouts.shards import MAX_SHARD_SIZE, cut_shards, default_shard_size, group_id, sample_seed
+
+
+def test_cut_shards_keeps_order_and_sizes():
+    shards = cut_shards(list(range(10)), 4)
+    assert shards == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert cut_shards([], 3) == []
+    with pytest.raises(ValueError):
+        cut_shards([1], 0)
+
+
+def test_default_shard_size_depends_on_item_count_only():
+    assert default_shard_size(0) == 1
+    assert default_shard_size(8) == 1
+    assert default_shard_size(320) == 10
+    assert default_shard_size(10**6) == MAX_SHARD_SIZE
+
+
+def test_sample_seed_is_stable_and_spread():
+    assert sample_seed("abc", 0, 0) == sample_seed("abc", 0, 0)
+    seeds = {sample_seed("abc", s, it) for s in range(5) for it in range(5)}
+    assert len(seeds) == 25
+    assert all(0 <= s < 2**31 for s in seeds)
+    assert sample_seed("abc", 1, 0) != sample_seed("abd", 1, 0)
+
+
+def test_group_id_names_experiment_iteration_item_and_seed():
+    base = group_id("exp", 1, "item", 7)
+    assert base == group_id("exp", 1, "item", 7)
+    assert len({base, group_id("exp2", 1, "item", 7), group_id("exp", 2, "item", 7), group_id("exp", 1, "x", 7)}) == 4

@@ -1,0 +1,54 @@
+"""The per-worker policy cache and the shard function, outside and inside Dask."""
+
+from __future__ import annotations
+
+import pytest
+
+from aitp.envs.items import generate_items
+from aitp.policies.base import SamplingParams
+from aitp.rollouts import worker
+from aitp.rollouts.worker import PolicyPlugin, RolloutContext, load_cached_policy, rollout_shard
+from tests.rollouts.helpers import make_tiny_checkpoint
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    worker._POLICIES.clear()
+    yield
+    worker._POLICIES.clear()
+
+
+def test_policy_loads_once_and_reloads_when_the_checkpoint_is_replaced(tmp_path):
+    path = make_tiny_checkpoint(tmp_path / "ckpt", seed=0)
+    first = load_cached_policy(str(path), "cpu")
+    assert load_cached_policy(str(path), "cpu") is first
+    make_tiny_checkpoint(tmp_path / "ckpt", seed=1)  # retrained, renamed into the same place
+    second = load_cached_policy(str(path), "cpu")
+    assert second is not first and second.version != first.version
+
+
+def test_cache_keeps_only_the_most_recent_policies(tmp_path):
+    paths = [str(make_tiny_checkpoint(tmp_path / f"c{i}", seed=i)) for i in range(3)]
+    policies = [load_cached_policy(p, "cpu") for p in paths]
+    assert len(worker._POLICIES) == worker.MAX_CACHED_POLICIES
+    assert load_cached_policy(paths[2], "cpu") is policies[2]
+    assert load_cached_policy(paths[0], "cpu") is not policies[0]  # evicted, loaded again
+
+
+def test_shard_outside_dask_names_host_and_pid(tmp_path):
+    path = str(make_tiny_checkpoint(tmp_path / "ckpt"))
+    items = generate_items("basic_arithmetic", 2, seed=0)
+    ctx = RolloutContext("e", 0, 0, SamplingParams(n=2, max_tokens=8), 8, "cpu")
+    rows = rollout_shard([i.to_dict() for i in items], path, ctx)
+    assert len(rows) == 4 and ":" in rows[0]["worker"]
+    assert rollout_shard([i.to_dict() for i in items], path, ctx)[0]["completion"] == rows[0]["completion"]
+
+
+def test_worker_plugin_warms_the_cache(tmp_path):
+    from distributed import Client, LocalCluster
+
+    path = str(make_tiny_checkpoint(tmp_path / "ckpt"))
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        with Client(cluster, set_as_default=False) as client:
+            client.register_plugin(PolicyPlugin(path, "cpu"))
+            assert worker.spec_key(path, "cpu") in worker._POLICIES

@@ -48,13 +48,14 @@ def main() -> None:
     parser.add_argument("--big-tokens", type=int, default=256, help="tokens per completion in that run")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--config", default="{}", help="TinyConfig overrides as JSON, e.g. '{\"n_kv_head\": 4}'")
     parser.add_argument("--prompts-file", help="JSON list of chat prompts to use instead of reasoning-gym items")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
     torch.manual_seed(0)
-    model = TinyTransformer(TinyConfig()).to(args.device).eval()
+    model = TinyTransformer(TinyConfig(**json.loads(args.config))).to(args.device).eval()
     prompts = _prompts(max(args.prompts, args.big_batch), args.prompts_file)
     params = SamplingParams(n=args.n, temperature=1.0, max_tokens=args.max_tokens)
     cached, recomputing = TinyPolicy(model), TinyPolicy(model, use_cache=False)

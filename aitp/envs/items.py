@@ -212,10 +212,12 @@ def _plan(task: str, n: int, seed: int, difficulty: str | int) -> list[tuple[dic
     return [(configs[lvl], lvl) for lvl in levels]
 
 
-def _generate(task: str, n: int, seed: int, split: str, difficulty: str | int, skip: set[str]) -> list[Item]:
+def _generate(
+    task: str, n: int, seed: int, split: str, difficulty: str | int, skip: set[str], task_config: dict[str, Any]
+) -> list[Item]:
     """n items of one split; items whose question is in `skip` are passed over for the next index."""
     base = split_seed(seed, split, task)
-    plan = _plan(task, n, base, difficulty)
+    plan = [({**config, **task_config}, level) for config, level in _plan(task, n, base, difficulty)]
     # Items of one config live in one dataset; the size is part of the identity, since a few
     # datasets sample without replacement and so depend on it.
     size = n if not skip else 2 * n + 16
@@ -247,9 +249,18 @@ def generate_items(
     split: str = "train",
     difficulty: str | int = "none",
     eval_size: int = DEFAULT_EVAL_SIZE,
+    task_config: dict[str, Any] | None = None,
 ) -> list[Item]:
-    """n deterministic items of a task; train items never repeat a question of the eval set."""
+    """n deterministic items of a task; train items never repeat a question of the eval set.
+
+    `task_config` overrides fields of the task's reasoning-gym config (e.g. `max_animals: 2`); it
+    becomes part of every item's identity.
+    """
     task_info(task)
+    task_config = dict(task_config or {})
+    bad = [k for k in task_config if k in ("seed", "size") or k.startswith("_")]
+    if bad:
+        raise BadInputError(f"task config of '{task}' may not set {', '.join(bad)}: aitp derives them")
     if n < 0:
         raise BadInputError(f"--n must be zero or more, got {n}")
     if split not in SPLITS:
@@ -257,6 +268,6 @@ def generate_items(
     if n == 0:
         return []
     if split == "eval":
-        return _generate(task, n, seed, "eval", difficulty, set())
-    held_out = {item.question for item in _generate(task, eval_size, seed, "eval", difficulty, set())}
-    return _generate(task, n, seed, "train", difficulty, held_out)
+        return _generate(task, n, seed, "eval", difficulty, set(), task_config)
+    held_out = {item.question for item in _generate(task, eval_size, seed, "eval", difficulty, set(), task_config)}
+    return _generate(task, n, seed, "train", difficulty, held_out, task_config)

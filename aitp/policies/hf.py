@@ -3,7 +3,8 @@
 Loading never touches the network (`local_files_only`, `HF_HUB_OFFLINE=1`). Prompts go through
 the tokenizer's chat template when it has one. Sampling reuses `aitp.policies.tiny.sampler`: the
 model's own `DynamicCache` is the decoder state, so seeds, stop strings, log-probs and finish
-reasons mean exactly what they mean for the built-in model.
+reasons mean exactly what they mean for the built-in model. On CUDA the default dtype is
+bfloat16; pass `dtype="float32"` in the spec where completions must not depend on batch makeup.
 """
 
 from __future__ import annotations
@@ -33,6 +34,18 @@ def _import_transformers():
     except ImportError as exc:
         raise HFLoadError("Hugging Face policies need transformers: pip install 'aitp[hf]'") from exc
     return transformers
+
+
+def _drop_dequantized_gguf_quantizer(model) -> None:
+    """Make a GGUF model that was de-quantised at load an ordinary one, so `save_pretrained` works.
+
+    transformers 5 keeps its GGUF quantizer on the model even when every weight was unpacked to
+    plain float tensors (no GGUF kernels here), and then refuses to save it: fine-tuned SmolLM2
+    could not be checkpointed. Models whose weights stay in GGUF blocks (integer tensors) keep it.
+    """
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None and all(p.dtype.is_floating_point for p in model.parameters()):
+        quantizer.remove_quantization_config(model)
 
 
 class _HFDecoder:
@@ -127,6 +140,8 @@ class HFPolicy:
                 f"cannot load a Hugging Face causal LM from {path} ({first}): pass a directory written by "
                 "save_pretrained (config, weights, tokenizer) or a .gguf file"
             ) from exc
+        if "gguf_file" in where:
+            _drop_dequantized_gguf_quantizer(model)
         model.to(device).eval()
         return cls(model, tokenizer, name=path.name, version=fingerprint(path))
 

@@ -108,8 +108,7 @@ def test_stop_strings_cut_hf_text(small_llama_dir):
     assert cut.text == free.text[: free.text.find(stop)] and cut.finish_reason == "stop"
 
 
-@pytest.mark.slow
-def test_fine_tuned_smollm2_saved_with_save_pretrained_reloads_identically(smollm2, tmp_path):
+def test_smollm2_from_gguf_saves_with_save_pretrained_and_reloads_identically(smollm2, tmp_path):
     smollm2.model.save_pretrained(tmp_path / "smol")
     smollm2.tokenizer.save_pretrained(tmp_path / "smol")
     reloaded = load_policy(str(tmp_path / "smol"), device="cpu")

@@ -1,5 +1,7 @@
 """The built-in model: KV-cache sampling against recomputation, log-probs, seeding, stops, checkpoints."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -40,7 +42,10 @@ def test_default_config_size_is_in_the_promised_range():
     assert 1_000_000 <= TinyTransformer().num_params() <= 10_000_000
 
 
-def test_kv_cache_greedy_matches_full_recomputation(model):
+@pytest.mark.parametrize("kv_heads", [1, 2, 4])
+def test_kv_cache_greedy_matches_full_recomputation(kv_heads):
+    torch.manual_seed(0)
+    model = TinyTransformer(replace(SMALL, n_kv_head=kv_heads)).eval()
     params = SamplingParams(n=2, temperature=0.0, max_tokens=60)
     cached = TinyPolicy(model).sample(PROMPTS, params, seeds=[1, 2, 3])
     recomputed = TinyPolicy(model, use_cache=False).sample(PROMPTS, params, seeds=[1, 2, 3])

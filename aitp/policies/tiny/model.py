@@ -25,7 +25,7 @@ class TinyConfigError(AitpError):
 
 @dataclass
 class TinyConfig:
-    """Sizes of the built-in transformer; the defaults give ~3.3M parameters that train on a laptop CPU."""
+    """Sizes of the built-in transformer; the defaults give ~2.9M parameters that train on a laptop CPU."""
 
     vocab_size: int = ByteTokenizer().vocab_size
     """Number of token ids: 256 bytes plus the byte tokenizer's special tokens."""
@@ -33,6 +33,9 @@ class TinyConfig:
     """Number of transformer blocks."""
     n_head: int = 4
     """Attention heads per block; `d_model` must be divisible by it (and the head size even, for rotary)."""
+    n_kv_head: int = 1
+    """Key/value heads (grouped-query attention; must divide `n_head`): fewer shrink the KV cache that
+    sampling reads every token, which bounds its speed on a CPU."""
     d_model: int = 256
     """Width of the residual stream."""
     max_seq_len: int = 1024
@@ -49,6 +52,8 @@ class TinyConfig:
     def __post_init__(self) -> None:
         if self.n_layer < 1 or self.n_head < 1 or self.d_model < 2 or self.max_seq_len < 2:
             raise TinyConfigError("tiny model sizes must be positive: set n_layer, n_head, d_model, max_seq_len >= 1")
+        if self.n_kv_head < 1 or self.n_head % self.n_kv_head:
+            raise TinyConfigError(f"n_kv_head={self.n_kv_head} must divide n_head={self.n_head}: pick a divisor")
         if self.d_model % self.n_head or (self.d_model // self.n_head) % 2:
             raise TinyConfigError(
                 f"d_model={self.d_model} must split into {self.n_head} heads of even size: "
@@ -76,7 +81,7 @@ class KVCache:
     """Preallocated keys and values for every layer: (layer, batch, head, position, head_dim)."""
 
     def __init__(self, config: TinyConfig, batch: int, capacity: int, device, dtype) -> None:
-        shape = (config.n_layer, batch, config.n_head, capacity, config.head_dim)
+        shape = (config.n_layer, batch, config.n_kv_head, capacity, config.head_dim)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
         self.length = 0
@@ -112,19 +117,29 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 class Attention(nn.Module):
     def __init__(self, config: TinyConfig) -> None:
         super().__init__()
-        self.n_head, self.head_dim = config.n_head, config.head_dim
-        self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
+        self.n_head, self.n_kv_head, self.head_dim = config.n_head, config.n_kv_head, config.head_dim
+        self.qkv = nn.Linear(config.d_model, (config.n_head + 2 * config.n_kv_head) * config.head_dim, bias=False)
         self.proj = nn.Linear(config.d_model, config.d_model, bias=False)
         self.dropout = config.dropout
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, mask: Tensor | None, cache: KVCache | None, layer: int):
         B, T, D = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        H, KV, hd = self.n_head, self.n_kv_head, self.head_dim
+        q, k, v = self.qkv(x).split([H * hd, KV * hd, KV * hd], dim=-1)
+        q = apply_rope(q.view(B, T, H, hd).transpose(1, 2), cos, sin)
+        k = apply_rope(k.view(B, T, KV, hd).transpose(1, 2), cos, sin)
+        v = v.view(B, T, KV, hd).transpose(1, 2)
         if cache is not None:
             k, v = cache.write(layer, k, v)
         drop = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, dropout_p=drop)
+        if KV < H and T == 1 and mask is not None:
+            # One new token: the query heads sharing a KV head become that head's queries, so the
+            # cache is read once per KV head and never copied.
+            y = F.scaled_dot_product_attention(q.reshape(B, KV, H // KV, hd), k, v, attn_mask=mask).reshape(B, H, 1, hd)
+        else:
+            if KV < H:
+                k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, dropout_p=drop)
         return self.proj(y.transpose(1, 2).reshape(B, T, D))
 
 

@@ -4,8 +4,9 @@ The loop drives a `Decoder` (a model plus its cache): prompts are left-padded an
 each, the cache is repeated `n` times, then one token per live row per step. Randomness never
 comes from a shared stream: prompt i's generator, seeded with `seeds[i]`, draws the uniforms of its
 `n` samples up front, and tokens are picked by inverse-CDF from them, so a prompt's completions do
-not depend on what else is in the batch or which worker runs it. Rows that finish are dropped
-from the batch once half of it is done.
+not depend on what else is in the batch or which worker runs it. (In float32 they match token for
+token; in bfloat16, kernels that differ with the batch shape move logits enough to flip near-ties.)
+Rows that finish are dropped from the batch once half of it is done.
 """
 
 from __future__ import annotations

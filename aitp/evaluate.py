@@ -1,0 +1,368 @@
+"""Evaluation on a fixed, versioned eval set: pass rate with 95% intervals, format violations, tokens.
+
+The eval set is the `eval` split of each configured task (deterministic items). Its version hashes
+the item identities (their ids) and the sampling protocol (system prompt, temperature, top-p,
+token cap, samples per item), so two numbers with one version were measured the same way on the
+same questions. The first evaluation of an experiment pins the version (its `evals` rows carry
+`eval_name = <name>@<version>`); a later evaluation under another version is refused. Every
+prompt gets a seed derived from its item, so champion and challenger see the same randomness.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from aitp.errors import AitpError
+
+Z95 = 1.959963984540054
+METRICS = ("pass_rate", "mean_score", "format_ok_rate")
+
+
+class EvalSetChangedError(AitpError):
+    """An eval set whose version differs from the one an experiment pinned."""
+
+
+class EvalConfig(BaseModel):
+    """Which fixed questions to ask and how to sample the answers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field("heldout", pattern=r"^[A-Za-z0-9_-]+$")
+    """Name of the eval set; an experiment may pin several, one version per name."""
+    tasks: list[str] = Field(default_factory=lambda: ["basic_arithmetic"], min_length=1)
+    n_per_task: int = Field(50, ge=1)
+    seed: int = 0
+    difficulty: str | int = "none"
+    """none, random, or a curriculum level."""
+    temperature: float = Field(0.0, ge=0.0)
+    """0 is greedy."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(256, ge=1)
+    samples_per_item: int = Field(1, ge=1)
+    batch_size: int = Field(32, ge=1)
+    """Prompts per sampling call."""
+    system_prompt: str | None = None
+    """None: the environment's system prompt."""
+
+
+@dataclass
+class EvalSet:
+    """The fixed items of an eval config and the version that names them."""
+
+    name: str
+    items: list[Any]
+    protocol: dict[str, Any]
+    version: str
+
+    @property
+    def eval_name(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+def build_eval_set(config: EvalConfig) -> EvalSet:
+    """Generate the eval items of a config and hash their identities and the protocol into a version."""
+    from aitp.envs.items import generate_items, parse_difficulty
+    from aitp.envs.prompt import SYSTEM_PROMPT
+
+    items = [
+        it
+        for task in config.tasks
+        for it in generate_items(task, config.n_per_task, config.seed, "eval", parse_difficulty(config.difficulty))
+    ]
+    protocol = {
+        "system_prompt": SYSTEM_PROMPT if config.system_prompt is None else config.system_prompt,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "max_tokens": config.max_tokens,
+        "samples_per_item": config.samples_per_item,
+    }
+    canonical = json.dumps({"items": [it.item_id for it in items], "protocol": protocol}, sort_keys=True)
+    return EvalSet(config.name, items, protocol, hashlib.sha256(canonical.encode()).hexdigest()[:12])
+
+
+def wilson(n_pass: int, n: int) -> tuple[float, float]:
+    """The 95% Wilson score interval of a pass rate."""
+    if n == 0:
+        return 0.0, 1.0
+    p, z2 = n_pass / n, Z95 * Z95
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class EvalResult:
+    """One model on one eval set: a row per (task, difficulty level), and the scored samples."""
+
+    experiment: str
+    iteration: int
+    model_version: str
+    eval_name: str
+    rows: list[dict[str, Any]]
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def _summary(self, rows: list[dict[str, Any]]) -> dict[str, float]:
+        n = sum(r["n_samples"] for r in rows)
+        n_pass = sum(r["n_pass"] for r in rows)
+        low, high = wilson(n_pass, n)
+        mean = lambda key: sum(r[key] * r["n_samples"] for r in rows) / n if n else 0.0  # noqa: E731
+        return {
+            "pass_rate": n_pass / n if n else 0.0,
+            "pass_rate_ci95_low": low,
+            "pass_rate_ci95_high": high,
+            "mean_score": mean("mean_score"),
+            "format_error_rate": mean("format_error_rate"),
+            "format_ok_rate": 1.0 - mean("format_error_rate"),
+            "mean_completion_tokens": mean("mean_completion_tokens"),
+            "n_samples": float(n),
+        }
+
+    def metrics(self) -> dict[str, float]:
+        """Overall, per-task (`<task>/...`) and per-level (`level_<k>/...`) metrics."""
+        out = self._summary(self.rows)
+        for task in sorted({r["task"] for r in self.rows}):
+            out.update(
+                {f"{task}/{k}": v for k, v in self._summary([r for r in self.rows if r["task"] == task]).items()}
+            )
+        levels = sorted({r["difficulty_level"] for r in self.rows if r["difficulty_level"] is not None})
+        for level in levels:
+            rows = [r for r in self.rows if r["difficulty_level"] == level]
+            out.update({f"level_{level}/{k}": v for k, v in self._summary(rows).items()})
+        return out
+
+    def score(self, metric: str = "pass_rate") -> float:
+        """The overall value of a promotion metric."""
+        if metric not in METRICS:
+            raise AitpError(f"unknown promotion metric '{metric}': use one of {', '.join(METRICS)}")
+        return self._summary(self.rows)[metric]
+
+
+def item_seed(item_id: str, seed: int) -> int:
+    """The sampling seed of an eval item: the same for every model evaluated."""
+    return int.from_bytes(hashlib.sha256(f"aitp-eval:{seed}:{item_id}".encode()).digest()[:4], "big")
+
+
+def run_eval(policy: Any, eval_set: EvalSet, config: EvalConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Sample and strictly score every eval item: (rows per task and level, one record per sample)."""
+    from aitp.envs.scoring import score_completion
+    from aitp.policies.base import SamplingParams
+
+    params = SamplingParams(
+        n=config.samples_per_item, temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens
+    )
+    system = eval_set.protocol["system_prompt"]
+    samples = []
+    for start in range(0, len(eval_set.items), config.batch_size):
+        batch = eval_set.items[start : start + config.batch_size]
+        prompts = [[{"role": "system", "content": system}, {"role": "user", "content": it.question}] for it in batch]
+        groups = policy.sample(prompts, params, [item_seed(it.item_id, config.seed) for it in batch])
+        for item, group in zip(batch, groups):
+            for k, completion in enumerate(group):
+                scored = score_completion(item, completion.text)
+                samples.append(
+                    {
+                        "item_id": item.item_id,
+                        "task": item.task,
+                        "difficulty_level": item.level,
+                        "sample_index": k,
+                        "completion": completion.text,
+                        "extracted_answer": scored.extracted,
+                        "gold_answer": item.answer,
+                        "score": scored.raw,
+                        "passed": scored.raw >= 1.0,
+                        "format_error": scored.format_error,
+                        "completion_tokens": completion.completion_tokens,
+                    }
+                )
+    return _rows(samples), samples
+
+
+def _rows(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    cells: dict[tuple[str, int | None], list[dict[str, Any]]] = {}
+    for s in samples:
+        cells.setdefault((s["task"], s["difficulty_level"]), []).append(s)
+    rows = []
+    for (task, level), group in sorted(cells.items(), key=lambda kv: (kv[0][0], -1 if kv[0][1] is None else kv[0][1])):
+        n = len(group)
+        rows.append(
+            {
+                "task": task,
+                "difficulty_level": level,
+                "n_items": len({s["item_id"] for s in group}),
+                "n_samples": n,
+                "n_pass": sum(s["passed"] for s in group),
+                "pass_rate": sum(s["passed"] for s in group) / n,
+                "mean_score": sum(s["score"] for s in group) / n,
+                "format_error_rate": sum(s["format_error"] is not None for s in group) / n,
+                "mean_completion_tokens": sum(s["completion_tokens"] for s in group) / n,
+            }
+        )
+    return rows
+
+
+def pinned_eval_name(home: str | Path, experiment: str, name: str) -> str | None:
+    """The `<name>@<version>` an experiment's evals were measured on, or None before its first eval."""
+    from aitp.lake import connect
+
+    con = connect(home)
+    try:
+        found = con.execute(
+            "SELECT DISTINCT eval_name FROM evals WHERE experiment = $e AND eval_name LIKE $p",
+            {"e": experiment, "p": f"{name}@%"},
+        ).fetchall()
+    finally:
+        con.close()
+    return sorted(r[0] for r in found)[0] if found else None
+
+
+def check_pinned(home: str | Path, experiment: str, eval_set: EvalSet) -> bool:
+    """Whether the experiment already pinned this eval set; an error when it pinned another version."""
+    pinned = pinned_eval_name(home, experiment, eval_set.name)
+    if pinned is not None and pinned != eval_set.eval_name:
+        raise EvalSetChangedError(
+            f"eval set '{eval_set.name}' of experiment '{experiment}' changed: it was measured as {pinned}, the "
+            f"config now gives {eval_set.eval_name}: restore the eval config (tasks, n, seed, difficulty, sampling) "
+            "or start a new experiment"
+        )
+    return pinned is not None
+
+
+def _shard(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "-", text)[:64].lstrip("-_") or "model"
+
+
+def evaluate(
+    home: str | Path,
+    experiment: str,
+    iteration: int,
+    checkpoint: str | Path | dict[str, Any],
+    config: EvalConfig,
+    device: str | None = None,
+    policy: Any = None,
+    model_version: str | None = None,
+) -> EvalResult:
+    """Evaluate a checkpoint (or policy spec) on the experiment's fixed eval set; write `evals` rows to the lake.
+
+    `model_version` names the model in the lake (default: the policy's own version, its content id).
+    """
+    from aitp.home import resolve_home
+    from aitp.lake import write_partition
+
+    home = resolve_home(home)
+    eval_set = build_eval_set(config)
+    pinned = check_pinned(home, experiment, eval_set)
+    if policy is None:
+        policy = load_checkpoint_policy(checkpoint, device)
+    start = time.perf_counter()
+    rows, samples = run_eval(policy, eval_set, config)
+    seconds = time.perf_counter() - start
+    version = model_version or str(policy.version)
+    result = EvalResult(experiment, iteration, version, eval_set.eval_name, rows, samples, seconds)
+    if not pinned:  # eval questions join the lake, so training selections can leave them out
+        write_partition(
+            home,
+            "items",
+            experiment,
+            iteration,
+            [_item_row(it) for it in eval_set.items],
+            shard=_shard(f"eval-{eval_set.name}"),
+        )
+    lake_rows = [
+        {
+            **r,
+            "eval_name": eval_set.eval_name,
+            "model_version": result.model_version,
+            "split": "eval",
+            "seconds": seconds,
+        }
+        for r in rows
+    ]
+    write_partition(
+        home, "evals", experiment, iteration, lake_rows, shard=_shard(f"{config.name}-{result.model_version}")
+    )
+    return result
+
+
+def _spec_path(spec: str | dict[str, Any]) -> Path | None:
+    """The local path a policy spec names (None for built-in names and servers)."""
+    if isinstance(spec, dict):
+        return Path(spec["path"]) if spec.get("path") else None
+    if spec in ("tiny", "smollm2") or spec.startswith("openai:"):
+        return None
+    prefix, _, rest = spec.partition(":")
+    return Path(rest if prefix in ("tiny", "hf") and rest else spec)
+
+
+def load_checkpoint_policy(checkpoint: str | Path | dict[str, Any], device: str | None = None) -> Any:
+    """The policy of a checkpoint directory (checked for completeness first) or of any policy spec."""
+    from aitp.policies.loading import load_policy
+    from aitp.train.checkpoint import verify_checkpoint
+
+    spec = str(checkpoint) if isinstance(checkpoint, Path) else checkpoint
+    path = _spec_path(spec)
+    if path is not None and path.suffix not in (".gguf", ".yaml", ".yml"):
+        verify_checkpoint(path)
+    return load_policy(spec, device=device)
+
+
+def _item_row(item: Any) -> dict[str, Any]:
+    return {
+        "item_id": item.item_id,
+        "task": item.task,
+        "config_json": item.config,
+        "seed": item.seed,
+        "item_index": item.index,
+        "split": "eval",
+        "difficulty_level": item.level,
+        "question": item.question,
+        "gold_answer": item.answer,
+        "metadata_json": item.metadata,
+    }
+
+
+def load_eval(home: str | Path, experiment: str, model_version: str, eval_name: str) -> EvalResult | None:
+    """A model's latest evaluation on an eval set, rebuilt from the lake's `evals` rows (None if never run)."""
+    from aitp.lake import connect
+
+    con = connect(home)
+    try:
+        cursor = con.execute(
+            """SELECT * FROM evals WHERE experiment = $e AND model_version = $m AND eval_name = $n
+               QUALIFY iteration = max(iteration) OVER () ORDER BY task, difficulty_level""",
+            {"e": experiment, "m": model_version, "n": eval_name},
+        )
+        names = [d[0] for d in cursor.description]
+        rows = [dict(zip(names, r)) for r in cursor.fetchall()]
+    finally:
+        con.close()
+    if not rows:
+        return None
+    keep = (
+        "task",
+        "difficulty_level",
+        "n_items",
+        "n_samples",
+        "n_pass",
+        "pass_rate",
+        "mean_score",
+        "format_error_rate",
+        "mean_completion_tokens",
+    )
+    return EvalResult(
+        experiment,
+        int(rows[0]["iteration"]),
+        model_version,
+        eval_name,
+        [{k: r[k] for k in keep} for r in rows],
+        seconds=float(rows[0]["seconds"] or 0.0),
+    )

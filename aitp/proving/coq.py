@@ -1,0 +1,202 @@
+"""The Coq backend: proof search over `coqidetop`, one goal at a time.
+
+A goal's handle is the sentence path that reaches its proof state plus the goal's index there.
+Running a tactic focuses that one goal (`N: {`) and runs `Timeout T tactic.`; the goals then in
+focus are exactly the goals the tactic left, so edges are per goal, as the proof tree needs. The
+document is moved with `Edit_at` and the missing sentences replayed, so any earlier state can be
+extended again, and a replaced (crashed) coqidetop rebuilds states lazily from the same paths.
+
+The final check starts a fresh theorem with the original statement, replays the extracted proof
+with braces, and must pass `Qed`; a proof that gives up or shelves goals never counts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from aitp.proving.coq_protocol import COQ_INSTALL_HINT, CoqError, CoqIdeTop, CoqTimeout, coqidetop_binary
+from aitp.proving.coq_tactics import parse_coq_tactic
+from aitp.proving.env import CheckResult, Goal, ProofStep, ProverEnv, TacticResult, Theorem
+from aitp.proving.errors import (
+    ProverCrashedError,
+    ProverUnavailableError,
+    TacticRejectedError,
+    UnknownTheoremError,
+)
+
+HEADER = (
+    "Require Import Coq.Arith.Arith.",
+    "Require Import Coq.Lists.List.",
+    "Require Import Coq.Bool.Bool.",
+    "Require Import Coq.micromega.Lia.",
+    "Import ListNotations.",
+)
+GOAL_NAME = "aitp_goal"
+
+
+@dataclass(frozen=True)
+class CoqHandle:
+    """Sentences from the base state to the goal's proof state, and the goal's index there."""
+
+    path: tuple[str, ...]
+    index: int
+
+
+def coq_available() -> tuple[bool, str]:
+    """Whether coqidetop is installed, and why not."""
+    if coqidetop_binary() is None:
+        return False, f"coqidetop not found; {COQ_INSTALL_HINT}"
+    return True, ""
+
+
+def _opening(theorem: Theorem, name: str = GOAL_NAME) -> tuple[str, ...]:
+    require = (f"Require {theorem.module}.",) if theorem.module else ()
+    stmt = f"ltac:(let T := type of @{theorem.name} in exact T)"
+    return (*require, f"Theorem {name} : {stmt}.")
+
+
+class CoqEnv(ProverEnv):
+    """Coq through coqidetop's XML protocol: the fast backend."""
+
+    name = "coq"
+    install_hint = COQ_INSTALL_HINT
+
+    def __init__(self, tactic_timeout: float = 5.0, max_goal_chars: int = 4000) -> None:
+        super().__init__(tactic_timeout, max_goal_chars)
+        ok, why = coq_available()
+        if not ok:
+            raise ProverUnavailableError(f"Coq backend unavailable: {why}")
+        self._coq: CoqIdeTop | None = None
+        self._start()
+
+    # --- session -----------------------------------------------------------------------------
+    def _start(self) -> None:
+        self._coq = CoqIdeTop()
+        state = self._coq.init_state
+        for sentence in HEADER:
+            state = self._coq.add(sentence, state)
+        self._coq.goals()
+        self._base = state
+        self._doc: list[tuple[str, int]] = []
+
+    def _replace(self) -> None:
+        if self._coq is not None:
+            self._coq.kill()
+        self._start()
+
+    def close(self) -> None:
+        if self._coq is not None:
+            self._coq.kill()
+            self._coq = None
+
+    def kill_prover(self) -> None:
+        if self._coq is not None and self._coq.proc.poll() is None:
+            os.killpg(self._coq.proc.pid, signal.SIGKILL)
+            self._coq.proc.wait()
+
+    def _goto(self, path: tuple[str, ...]) -> None:
+        """Make the document tip the state after `path`, reusing the longest common prefix."""
+        keep = 0
+        while keep < min(len(self._doc), len(path)) and self._doc[keep][0] == path[keep]:
+            keep += 1
+        if keep < len(self._doc):
+            self._coq.edit_at(self._doc[keep - 1][1] if keep else self._base)
+            del self._doc[keep:]
+        for sentence in path[keep:]:
+            self._exec(sentence, timeout=max(self.tactic_timeout * 4, 30.0))
+
+    def _exec(self, sentence: str, timeout: float) -> None:
+        """Add and execute one sentence at the tip; on failure roll the document back and re-raise."""
+        tip = self._doc[-1][1] if self._doc else self._base
+        try:
+            state = self._coq.add(sentence, tip)
+            self._doc.append((sentence, state))
+            self._coq.goals(deadline=timeout + 5.0)
+        except (CoqError, CoqTimeout):
+            if self._doc and self._doc[-1][0] == sentence:
+                self._doc.pop()
+            self._coq.edit_at(tip)
+            raise
+
+    # --- protocol ------------------------------------------------------------------------------
+    def open(self, theorem: Theorem) -> Goal:
+        path = _opening(theorem)
+        try:
+            self._goto(path)
+        except CoqError as exc:
+            raise UnknownTheoremError(f"Coq cannot open theorem '{theorem.name}': {exc}") from exc
+        goals = self._coq.goals()
+        return Goal(goals.foreground[0].text(), theorem.name, CoqHandle(path, 0))
+
+    def validate_tactic(self, goal: Goal, tactic: str) -> str:
+        short = goal.theorem.rsplit(".", 1)[-1]
+        forbidden = frozenset({goal.theorem, short, GOAL_NAME, "aitp_check"})
+        return parse_coq_tactic(tactic, forbidden)
+
+    def _run(self, goal: Goal, tactic: str, timeout: float) -> TacticResult:
+        handle: CoqHandle = goal.handle
+        focus = f"{handle.index + 1}: {{"
+        try:
+            self._goto((*handle.path, focus))
+            before = self._coq.goals()
+            sentence = f"Timeout {max(1, round(timeout))} {tactic}."
+            self._exec(sentence, timeout)
+            after = self._coq.goals()
+        except CoqTimeout as exc:
+            return TacticResult("timeout", error=str(exc) or "interrupted")
+        except CoqError as exc:
+            message = str(exc)
+            outcome = "timeout" if message.startswith("Timeout") else "error"
+            return TacticResult(outcome, error=message)
+        if after.shelved > before.shelved or after.given_up > before.given_up:
+            return TacticResult("error", error="tactic shelved or gave up goals")
+        if not after.foreground:
+            return TacticResult("proved")
+        path = (*handle.path, focus, sentence)
+        children = [Goal(g.text(), goal.theorem, CoqHandle(path, i)) for i, g in enumerate(after.foreground)]
+        return TacticResult("goals", children)
+
+    def render_proof(self, proof: ProofStep) -> str:
+        return " ".join(_proof_sentences(proof, timeout=None))
+
+    def check_proof(self, theorem: Theorem, proof: ProofStep) -> CheckResult:
+        start = time.perf_counter()
+        try:  # a proof may come from anywhere: its tactics pass the same allowlist as search
+            for tactic in proof.tactics():
+                parse_coq_tactic(tactic, frozenset({theorem.name, theorem.name.rsplit(".", 1)[-1], GOAL_NAME}))
+        except TacticRejectedError as exc:
+            return CheckResult(False, f"rejected: {exc}", time.perf_counter() - start)
+        check = "aitp_check"
+        body = _proof_sentences(proof, timeout=max(10, round(self.tactic_timeout * 4)))
+        same = (
+            "Example aitp_same_statement : True := ltac:(let A := type of "
+            f"{check} in let B := type of @{theorem.name} in constr_eq A B; exact I)."
+        )
+        path = (*_opening(theorem, check), "Proof.", *body, "Qed.", same)
+        try:
+            self._goto(path)
+            ok, message = True, "Qed accepted; statement matches"
+        except CoqError as exc:
+            ok, message = False, str(exc)
+        except CoqTimeout:
+            ok, message = False, "timeout while checking"
+        except ProverCrashedError as exc:
+            self._replace()
+            ok, message = False, f"prover crashed: {exc}"
+        finally:
+            if self._coq is not None and self._doc:
+                self._coq.edit_at(self._base)
+                self._doc = []
+        return CheckResult(ok, message, time.perf_counter() - start)
+
+
+def _proof_sentences(proof: ProofStep, timeout: int | None) -> list[str]:
+    """The proof as sentences: the tactic, then each child's proof inside its own braces."""
+    tactic = f"Timeout {timeout} {proof.tactic}." if timeout else f"{proof.tactic}."
+    out = [tactic]
+    for child in proof.children:
+        out.extend(["{", *_proof_sentences(child, timeout), "}"])
+    return out

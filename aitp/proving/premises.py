@@ -1,0 +1,118 @@
+"""Premise ranking, as HOList does it: score (goal, premise) pairs and keep the best premises.
+
+The score is a TF-IDF cosine between goal and premise statement (works untrained) plus a learned
+two-tower term: hashed bag-of-tokens embeddings of goal and premise, trained so that the
+premises a human proof used outrank the other premises of the same batch. The premise tower
+starts at zero, so an untrained scorer is exactly the TF-IDF ranking.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from collections import Counter
+from pathlib import Path
+
+import torch
+from torch import nn
+
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_']*|[^\sA-Za-z0-9_]")
+
+
+def tokens(text: str) -> list[str]:
+    """Identifiers and symbols of a statement."""
+    return _TOKEN.findall(text)
+
+
+def short_name(name: str) -> str:
+    """The last component of a qualified name."""
+    return name.rsplit(".", 1)[-1]
+
+
+class PremiseScorer(nn.Module):
+    """TF-IDF overlap plus a learned dot product between hashed goal and premise embeddings."""
+
+    def __init__(self, statements: dict[str, str], dim: int = 64, buckets: int = 1 << 14, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.statements = statements
+        self.buckets = buckets
+        df = Counter(t for s in statements.values() for t in set(tokens(s)))
+        n = max(len(statements), 1)
+        self.idf = {t: math.log((1 + n) / (1 + c)) + 1.0 for t, c in df.items()}
+        self.goal_tower = nn.EmbeddingBag(buckets, dim, mode="mean")
+        self.premise_tower = nn.EmbeddingBag(buckets, dim, mode="mean")
+        nn.init.zeros_(self.premise_tower.weight)
+        self._tfidf: dict[str, dict[str, float]] = {}
+
+    def _vector(self, text: str) -> dict[str, float]:
+        counts = Counter(tokens(text))
+        vec = {t: c * self.idf.get(t, 1.0) for t, c in counts.items()}
+        norm = math.sqrt(sum(v * v for v in vec.values())) or 1.0
+        return {t: v / norm for t, v in vec.items()}
+
+    def _premise_vector(self, name: str) -> dict[str, float]:
+        if name not in self._tfidf:
+            self._tfidf[name] = self._vector(self.statements.get(name, short_name(name)))
+        return self._tfidf[name]
+
+    def _ids(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        ids, offsets = [], []
+        for text in texts:
+            offsets.append(len(ids))
+            ids.extend(zlib.crc32(t.encode()) % self.buckets for t in tokens(text) or ["<empty>"])
+        return torch.tensor(ids, dtype=torch.long), torch.tensor(offsets, dtype=torch.long)
+
+    def _learned(self, goals: list[str], premises: list[str]) -> torch.Tensor:
+        g = self.goal_tower(*self._ids(goals))
+        p = self.premise_tower(*self._ids([self.statements.get(n, short_name(n)) for n in premises]))
+        return g @ p.T
+
+    @torch.no_grad()
+    def score(self, goal_text: str, names: list[str]) -> list[float]:
+        """One score per premise name (higher is more useful for this goal)."""
+        if not names:
+            return []
+        goal = self._vector(goal_text)
+        overlap = [sum(w * self._premise_vector(n).get(t, 0.0) for t, w in goal.items()) for n in names]
+        learned = self._learned([goal_text], names)[0].tolist()
+        return [a + b for a, b in zip(overlap, learned)]
+
+    def fit(self, examples: list[tuple[str, list[str]]], epochs: int = 5, batch: int = 64, lr: float = 0.05) -> float:
+        """Train on (goal statement, premises its human proof used); returns the last epoch's mean loss."""
+        pairs = [(goal, p) for goal, used in examples for p in used if p in self.statements]
+        if not pairs:
+            return 0.0
+        opt = torch.optim.Adam(self.parameters(), lr=lr)
+        gen = torch.Generator().manual_seed(0)
+        mean = 0.0
+        for _ in range(epochs):
+            order = torch.randperm(len(pairs), generator=gen).tolist()
+            losses = []
+            for i in range(0, len(order), batch):
+                chunk = [pairs[j] for j in order[i : i + batch]]
+                logits = self._learned([g for g, _ in chunk], [p for _, p in chunk])
+                loss = nn.functional.cross_entropy(logits, torch.arange(len(chunk)))
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+            mean = sum(losses) / len(losses)
+        return mean
+
+    def save(self, path: Path) -> None:
+        """Save the learned weights."""
+        torch.save(self.state_dict(), path)
+
+    def load(self, path: Path) -> PremiseScorer:
+        """Load weights saved by `save`."""
+        self.load_state_dict(torch.load(path, weights_only=True))
+        return self
+
+
+def used_premises(proof: str, candidates: list[str]) -> list[str]:
+    """Premises (by qualified or short name) that a human proof mentions."""
+    words = set(tokens(proof))
+    words |= {short_name(w) for w in re.findall(r"[A-Za-z_][\w'.]*", proof)}
+    return [n for n in candidates if n in words or short_name(n) in words]

@@ -1,0 +1,197 @@
+"""The search loop every algorithm shares: select a batch of goals, ask the policy once for the
+whole batch, run the tactics, record edges, update statistics, until proved or out of budget.
+
+Budgets are counted the same way for every algorithm: expansions (goals expanded), prover
+seconds (time inside the prover) and wall seconds, so searches can be compared.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+from aitp.proving.env import CheckResult, Goal, ProofStep, ProverEnv, Theorem
+from aitp.proving.tree import ProofTree, Status
+
+
+@dataclass(frozen=True)
+class TacticSuggestion:
+    """A tactic proposed for a goal, with the policy's log-probability of it."""
+
+    tactic: str
+    logprob: float = 0.0
+
+
+class TacticPolicy(Protocol):
+    """Proposes tactics for a batch of goals in one call."""
+
+    def suggest(self, goals: list[Goal], n: int) -> list[list[TacticSuggestion]]:
+        """For each goal, up to `n` tactics, best first."""
+        ...
+
+
+Critic = Callable[[list[Goal]], list[float]]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much one proof attempt may spend."""
+
+    expansions: int = 64
+    prover_seconds: float = 60.0
+    wall_seconds: float = 300.0
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Knobs shared by all algorithms (the exploration constant and virtual loss are HTPS's)."""
+
+    budget: Budget = field(default_factory=Budget)
+    tactics_per_goal: int = 16
+    batch_size: int = 4
+    tactic_timeout: float = 5.0
+    max_depth: int = 32
+    exploration: float = 1.0
+    virtual_loss: float = 1.0
+    check_proofs: bool = True
+
+
+@dataclass
+class SearchResult:
+    """One proof attempt: the tree, the proof if any, its check, and what it cost."""
+
+    theorem: Theorem
+    algorithm: str
+    tree: ProofTree
+    proof: ProofStep | None
+    proof_text: str
+    check: CheckResult | None
+    expansions: int
+    prover_seconds: float
+    wall_seconds: float
+    policy_calls: int
+    stop_reason: str
+
+    @property
+    def proved(self) -> bool:
+        """Found a proof that the prover re-checked (or checking was off and the tree says proved)."""
+        return self.proof is not None and (self.check is None or self.check.ok)
+
+
+def constant_critic(goals: list[Goal]) -> list[float]:
+    """No knowledge: every goal is a coin flip."""
+    return [0.5] * len(goals)
+
+
+def length_critic(goals: list[Goal]) -> list[float]:
+    """An untrained prior: shorter goals are likelier to be provable."""
+    return [1.0 / (1.0 + len(g.text.split()) / 32.0) for g in goals]
+
+
+class Search(ABC):
+    """Shared loop; subclasses choose goals (`select`) and learn from expansions (`update`)."""
+
+    name: ClassVar[str]
+    uses_critic: ClassVar[bool] = False
+
+    def __init__(self, config: SearchConfig | None = None, critic: Critic | None = None) -> None:
+        self.config = config or SearchConfig()
+        self.critic = critic or length_critic
+
+    @abstractmethod
+    def select(self, tree: ProofTree, k: int) -> list[int]:
+        """Up to `k` distinct unexpanded OPEN goals to expand next."""
+
+    def update(self, tree: ProofTree, expanded: list[int]) -> None:  # noqa: B027 - optional hook
+        """Learn from the goals just expanded (backups, fringes); default: nothing."""
+
+    def reset(self, tree: ProofTree) -> None:  # noqa: B027 - optional hook
+        """Start a new attempt."""
+
+    def run(self, env: ProverEnv, theorem: Theorem, policy: TacticPolicy) -> SearchResult:
+        """Search for a proof of `theorem` within the budget; the proof is re-checked by the prover."""
+        cfg, budget = self.config, self.config.budget
+        start, prover_start = time.perf_counter(), env.prover_seconds
+        tree = ProofTree(env.open(theorem))
+        self._evaluate(tree)
+        self.reset(tree)
+        step = calls = 0
+        stop = ""
+        while not stop:
+            if tree.proved:
+                stop = "proved"
+                break
+            stop = self._out_of_budget(step, env.prover_seconds - prover_start, start)
+            if stop:
+                break
+            batch = self.select(tree, min(cfg.batch_size, budget.expansions - step))
+            if not batch:
+                tree.resolve_cycles()
+                stop = "failed" if tree.failed else "no goals left"
+                break
+            suggestions = policy.suggest([tree.nodes[i].goal for i in batch], cfg.tactics_per_goal)
+            calls += 1
+            expanded = []
+            for node_id, suggested in zip(batch, suggestions):
+                if tree.proved or self._out_of_budget(step, env.prover_seconds - prover_start, start):
+                    break
+                self._expand(env, tree, node_id, suggested, step, prover_start, start)
+                expanded.append(node_id)
+                step += 1
+            self._evaluate(tree)
+            self.update(tree, expanded)
+        proof = tree.extract_proof()
+        check = env.check_proof(theorem, proof) if proof is not None and cfg.check_proofs else None
+        return SearchResult(
+            theorem=theorem,
+            algorithm=self.name,
+            tree=tree,
+            proof=proof,
+            proof_text=env.render_proof(proof) if proof is not None else "",
+            check=check,
+            expansions=step,
+            prover_seconds=env.prover_seconds - prover_start,
+            wall_seconds=time.perf_counter() - start,
+            policy_calls=calls,
+            stop_reason=stop,
+        )
+
+    def _out_of_budget(self, step: int, prover_seconds: float, start: float) -> str:
+        if step >= self.config.budget.expansions:
+            return "budget: expansions"
+        return self._out_of_time(prover_seconds, start)
+
+    def _out_of_time(self, prover_seconds: float, start: float) -> str:
+        budget = self.config.budget
+        if prover_seconds >= budget.prover_seconds:
+            return "budget: prover seconds"
+        if time.perf_counter() - start >= budget.wall_seconds:
+            return "budget: wall seconds"
+        return ""
+
+    def _expand(self, env, tree, node_id, suggested, step, prover_start, start) -> None:
+        node = tree.nodes[node_id]
+        if node.depth >= self.config.max_depth:
+            tree.mark_exhausted(node_id, step)
+            return
+        tried: set[str] = set()
+        for suggestion in suggested:
+            if suggestion.tactic in tried or node.status is not Status.OPEN:
+                continue
+            if self._out_of_time(env.prover_seconds - prover_start, start):
+                break
+            tried.add(suggestion.tactic)
+            result = env.run_tactic(node.goal, suggestion.tactic, self.config.tactic_timeout)
+            tree.add_edge(node_id, suggestion.tactic, result, suggestion.logprob, step)
+        tree.mark_exhausted(node_id, step)
+
+    def _evaluate(self, tree: ProofTree) -> None:
+        if not self.uses_critic:
+            return
+        fresh = [n for n in tree.nodes if n.critic is None]
+        if fresh:
+            for node, value in zip(fresh, self.critic([n.goal for n in fresh])):
+                node.critic = min(max(float(value), 1e-6), 1.0)

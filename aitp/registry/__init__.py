@@ -1,0 +1,36 @@
+"""MLflow tracking, the model registry and the promotion gate (MLflow itself is imported lazily)."""
+
+from aitp.registry.promotion import decide, evaluate_version, gate, promote, record_iteration, rollback
+from aitp.registry.store import (
+    CHALLENGER,
+    CHAMPION,
+    PREVIOUS,
+    Decision,
+    ModelVersion,
+    PromotionConfig,
+    PromotionError,
+    Registry,
+    RegistryError,
+    default_tracking_uri,
+    model_name,
+)
+
+__all__ = [
+    "CHALLENGER",
+    "CHAMPION",
+    "PREVIOUS",
+    "Decision",
+    "ModelVersion",
+    "PromotionConfig",
+    "PromotionError",
+    "Registry",
+    "RegistryError",
+    "decide",
+    "evaluate_version",
+    "gate",
+    "default_tracking_uri",
+    "model_name",
+    "promote",
+    "record_iteration",
+    "rollback",
+]

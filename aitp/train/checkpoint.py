@@ -1,0 +1,156 @@
+"""Trained checkpoints: directories the policy backends load directly, checked before anyone trusts them.
+
+Layout of `<home>/checkpoints/<experiment>/iter-<k>/`:
+- the policy's own files: `config.json` + `model.safetensors` + `tokenizer.json` (tiny), or a
+  `save_pretrained` directory (Hugging Face, LoRA adapters merged in);
+- `training.json`: config, base model, losses, tokens, strategy; `examples.jsonl`: every example
+  with its keep reason and threshold (lineage);
+- `zero/` (DeepSpeed only): the resumable ZeRO state; the weights beside it are its fp32 consolidation.
+A checkpoint is assembled in a hidden sibling directory and renamed into place.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import uuid
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aitp.errors import AitpError
+
+ZERO_DIR = "zero"
+RECORD_FILE = "training.json"
+EXAMPLES_FILE = "examples.jsonl"
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
+class CheckpointError(AitpError):
+    """A checkpoint directory that is missing or incomplete."""
+
+
+def checkpoint_dir(home: str | Path, experiment: str, iteration: int) -> Path:
+    """Where `train` writes the checkpoint of an iteration."""
+    return Path(home) / "checkpoints" / experiment / f"iter-{iteration:03d}"
+
+
+def staging_dir(final: Path, label: str = "tmp") -> Path:
+    """A fresh hidden sibling of `final`, renamed into place once complete."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return final.parent / f".{final.name}.{label}-{uuid.uuid4().hex[:8]}"
+
+
+def publish(staging: Path, final: Path) -> Path:
+    """Rename a complete staging directory to `final`, replacing what was there."""
+    old = None
+    if final.exists():
+        old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
+        final.rename(old)
+    staging.rename(final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _safetensors_complete(path: Path) -> bool:
+    """Whether a safetensors file holds every byte its header promises (a cut copy does not)."""
+    try:
+        with path.open("rb") as fh:
+            (header_len,) = struct.unpack("<Q", fh.read(8))
+            if header_len > 100 << 20:
+                return False
+            header = json.loads(fh.read(header_len))
+    except (OSError, struct.error, json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
+    return path.stat().st_size == 8 + header_len + max(ends, default=0)
+
+
+def _weight_files(path: Path) -> list[Path]:
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
+        return [path / s for s in sorted(shards)]
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if (path / name).is_file():
+            return [path / name]
+    return []
+
+
+def verify_checkpoint(path: str | Path) -> str:
+    """The backend ("tiny" or "hf") of a complete checkpoint directory; a one-line error otherwise."""
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"checkpoint {path} does not exist: train it first (aitp train) or pass another path")
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise CheckpointError(f"checkpoint {path} has no config.json: it is incomplete, train or copy it again")
+    try:
+        config = json.loads(config_file.read_text())
+    except json.JSONDecodeError:
+        raise CheckpointError(f"checkpoint {path} has a corrupt config.json: train or copy it again") from None
+    backend = "tiny" if config.get("aitp_policy") == "tiny" else "hf"
+    files = _weight_files(path)
+    if not files:
+        raise CheckpointError(f"checkpoint {path} has no weights (model.safetensors): it is incomplete, train again")
+    for f in files:
+        if not f.is_file() or (f.suffix == ".safetensors" and not _safetensors_complete(f)):
+            raise CheckpointError(f"checkpoint {path} has a missing or truncated {f.name}: train or copy it again")
+    if backend == "hf" and not any((path / n).is_file() for n in _TOKENIZER_FILES):
+        raise CheckpointError(f"checkpoint {path} has no tokenizer files: it is incomplete, train or copy it again")
+    return backend
+
+
+def save_policy(trainable: Any, path: Path, meta: dict[str, Any]) -> Path:
+    """Write the trained weights as a directory the policy backend loads (into a fresh `path`)."""
+    model = trainable.model
+    if trainable.backend == "tiny":
+        from aitp.policies.tiny import save_checkpoint
+
+        return save_checkpoint(path, model, trainable.tokenizer, meta)
+    if trainable.lora is not None:
+        model = model.merge_and_unload()  # a plain model the HF backend loads without peft
+    path.mkdir(parents=True, exist_ok=False)
+    model.save_pretrained(path, safe_serialization=True)
+    trainable.tokenizer.save_pretrained(path)
+    return path
+
+
+def zero_state_dict(zero_dir: Path) -> dict[str, torch.Tensor]:
+    """The fp32 weights of a DeepSpeed ZeRO checkpoint, keyed as the LightningModule names them."""
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+    state = get_fp32_state_dict_from_zero_checkpoint(str(zero_dir))
+    # Checkpoints of Lightning < 2.1 prefix the module with its wrapper's name.
+    return {k.removeprefix("_forward_module."): v for k, v in state.items()}
+
+
+def consolidate_zero(zero_dir: Path, module: torch.nn.Module) -> torch.nn.Module:
+    """Load the fp32 consolidation of a ZeRO checkpoint into a fresh CPU copy of the trained module."""
+    state = zero_state_dict(zero_dir)
+    missing, unexpected = module.load_state_dict(state, strict=False)
+    # Non-persistent buffers (e.g. rotary tables) are rebuilt by the module, not stored.
+    missing = [k for k in missing if k in dict(module.named_parameters())]
+    if missing or unexpected:
+        raise CheckpointError(
+            f"ZeRO checkpoint {zero_dir} does not match the model ({len(missing)} missing, "
+            f"{len(unexpected)} unexpected keys, e.g. {(missing or unexpected)[0]}): train again from the same base"
+        )
+    return module
+
+
+def write_record(path: Path, record: dict[str, Any], examples: list[dict[str, Any]]) -> None:
+    """Write `training.json` and `examples.jsonl` into a checkpoint directory."""
+    (path / RECORD_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
+    with (path / EXAMPLES_FILE).open("w", encoding="utf-8") as out:
+        for ex in examples:
+            out.write(json.dumps(ex, default=str) + "\n")
+
+
+def read_record(path: str | Path) -> dict[str, Any]:
+    """The `training.json` of a checkpoint ({} when it has none, e.g. a base model)."""
+    record = Path(path) / RECORD_FILE
+    return json.loads(record.read_text()) if record.is_file() else {}

@@ -1,0 +1,83 @@
+"""What a training run does, as one typed config (YAML -> `TrainConfig` -> `train(...)`).
+
+Imports pydantic only, so the GPU machine (torch, lightning, deepspeed, transformers) can read it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from aitp.filtering import SEED_THRESHOLD
+
+
+class LoraConfig(BaseModel):
+    """Low-rank adapters (through `peft`) for Hugging Face policies; merged into the weights on save."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    r: int = Field(8, ge=1, description="rank of the adapters")
+    alpha: int = Field(16, ge=1, description="scaling numerator (the update is scaled by alpha / r)")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the adapter input")
+    target_modules: list[str] | str = Field("all-linear", description="module names to adapt, or all-linear")
+
+
+class TrainConfig(BaseModel):
+    """One training stage: which examples (selected from the lake), which loss, which hardware plan."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    objective: Literal["sft", "dpo"] = "sft"
+    """sft: next-token loss on kept completions (expert iteration); dpo: preference pairs from groups."""
+    demonstrations: bool = False
+    """Also train on the items' gold answers as completions: a cold start that imitates the answers, not the policy."""
+    demonstrations_only: bool = False
+    """Train on demonstrations alone (no rollouts needed): the cold start of iteration 0."""
+    threshold: float = SEED_THRESHOLD
+    """A kept sample must score above this (the seed's rollout_save_score_threshold)."""
+    data_iterations: Literal["current", "all"] = "current"
+    """Select rows of this iteration only, or of every iteration up to it."""
+    max_pairs_per_group: int = Field(4, ge=1)
+    """DPO: at most this many (chosen, rejected) pairs from one group, largest score gaps first."""
+    dpo_beta: float = Field(0.1, gt=0.0)
+    """DPO: strength of the implicit KL penalty towards the reference (the base model)."""
+    system_prompt: str | None = None
+    """System prompt of demonstration examples (None: the environment's); rollouts keep their own prompt."""
+    steps: int = Field(100, ge=1)
+    """Optimizer steps."""
+    batch_size: int = Field(8, ge=1)
+    """Examples per step per device."""
+    grad_accum: int = Field(1, ge=1)
+    """Micro-batches accumulated per optimizer step."""
+    lr: float = Field(3e-4, gt=0.0)
+    """Peak learning rate of AdamW."""
+    weight_decay: float = Field(0.0, ge=0.0)
+    warmup_steps: int = Field(0, ge=0)
+    """Linear warm-up steps; the rate is constant afterwards."""
+    max_len: int = Field(512, ge=8)
+    """Longest training sequence in tokens; longer prompts lose their start, completions are kept."""
+    precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true"] = "auto"
+    """auto: bf16-mixed on CUDA, 32-true on CPU."""
+    zero_stage: Literal[0, 1, 2, 3] = 2
+    """DeepSpeed ZeRO stage on CUDA (0: a plain strategy, no DeepSpeed)."""
+    offload: Literal["none", "optimizer", "all"] = "none"
+    """DeepSpeed offload to CPU: the optimizer state, or also the parameters (stage 3)."""
+    devices: int | Literal["auto"] = "auto"
+    """GPUs to use; more than one trains in its own launched process (torchrun)."""
+    resume: bool = False
+    """Continue the base checkpoint's DeepSpeed run from its ZeRO state (optimizer included), same GPU count."""
+    lora: LoraConfig | None = None
+    """Adapters for Hugging Face policies (None: full fine-tuning)."""
+    seed: int = 0
+    """Seeds shuffling and initialisation, so a rerun trains the same model."""
+    num_workers: int = Field(0, ge=0)
+    """DataLoader worker processes (0: load in the training process)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainConfig:
+        if self.demonstrations_only and not self.demonstrations:
+            self.demonstrations = True
+        if self.objective == "dpo" and self.demonstrations:
+            raise ValueError("demonstrations train with sft only: set demonstrations false for dpo")
+        return self

@@ -1,0 +1,260 @@
+"""The LightningModule that trains a policy, and the tensors it trains on.
+
+One module serves both backends: the built-in `tiny` transformer and Hugging Face causal LMs
+(optionally wrapped in LoRA adapters). Objectives:
+- sft: mean next-token loss over completion tokens (the prompt is context, not target);
+- dpo: -log sigmoid(beta * ((pi_c - ref_c) - (pi_r - ref_r))) over summed completion log-probs,
+  with the reference log-probs computed once, before training, by the base model: no second
+  model sits beside the policy under DeepSpeed.
+Imports torch and lightning only (no lake, no MLflow), so it runs on a bare GPU machine.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+try:  # the unified package; GPU images may ship only the standalone one
+    import lightning.pytorch as pl
+except ImportError:  # pragma: no cover - depends on the machine
+    import pytorch_lightning as pl
+
+from aitp.errors import AitpError
+
+Encoder = Callable[[list[dict[str, str]], str], tuple[list[int], list[bool]]]
+
+
+class TrainDataError(AitpError):
+    """Training examples that cannot be turned into tensors."""
+
+
+@dataclass
+class Trainable:
+    """A policy's network with what training needs: how to encode a chat, its pad id, how it was built."""
+
+    backend: str  # "tiny" or "hf"
+    model: nn.Module
+    tokenizer: Any
+    encode: Encoder
+    pad_id: int
+    spec: Any  # the policy spec it was loaded from (rebuilt to consolidate DeepSpeed weights)
+    lora: Any = None
+
+
+def load_trainable(spec: Any, lora: Any = None) -> Trainable:
+    """Load a policy spec (see `aitp.policies.loading`) on CPU in float32, ready to train."""
+    from aitp.policies.loading import load_policy
+
+    if isinstance(spec, dict) and spec.get("backend") == "hf":
+        spec = {**spec, "dtype": "float32"}
+    policy = load_policy(spec, device="cpu")
+    model = policy.model
+    if hasattr(policy, "prompt_ids"):  # Hugging Face
+        model.float()
+        if lora is not None:
+            model = _with_lora(model, lora)
+        return Trainable("hf", model, policy.tokenizer, _hf_encoder(policy), policy.pad_id, spec, lora)
+    if lora is not None:
+        raise TrainDataError("LoRA applies to Hugging Face policies only: remove `lora` for the tiny model")
+    from aitp.policies.tiny import chat_example
+
+    tokenizer = policy.tokenizer
+    return Trainable("tiny", model, tokenizer, lambda m, c: chat_example(tokenizer, m, c), tokenizer.pad_id, spec)
+
+
+def _hf_encoder(policy) -> Encoder:
+    eos = policy.tokenizer.eos_token_id
+    eos = eos if eos in policy.eos_ids else min(policy.eos_ids)
+
+    def encode(messages: list[dict[str, str]], completion: str) -> tuple[list[int], list[bool]]:
+        prompt = policy.prompt_ids(messages)
+        answer = list(policy.tokenizer(completion, add_special_tokens=False)["input_ids"]) + [eos]
+        return prompt + answer, [False] * len(prompt) + [True] * len(answer)
+
+    return encode
+
+
+def _with_lora(model: nn.Module, lora: Any) -> nn.Module:
+    try:
+        import peft
+    except ImportError as exc:
+        raise TrainDataError("LoRA needs peft: pip install peft, or remove `lora` from the train config") from exc
+    config = peft.LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+    return peft.get_peft_model(model, config)
+
+
+def fit_length(ids: list[int], targets: list[bool], max_len: int) -> tuple[list[int], list[bool]]:
+    """Cut a sequence to `max_len`: the prompt loses its start first (one prompt token stays), then the end goes."""
+    if len(ids) <= max_len:
+        return ids, targets
+    n_prompt = targets.index(True) if True in targets else len(ids)
+    cut = min(len(ids) - max_len, max(0, n_prompt - 1))
+    return ids[cut:][:max_len], targets[cut:][:max_len]
+
+
+def _messages(prompt: Any) -> list[dict[str, str]]:
+    return json.loads(prompt) if isinstance(prompt, str) else list(prompt)
+
+
+def encode_examples(trainable: Trainable, examples: Sequence[dict[str, Any]], objective: str, max_len: int) -> list:
+    """Token ids and target masks of each example (a chosen and a rejected sequence for dpo)."""
+    encoded = []
+    for number, ex in enumerate(examples):
+        messages = _messages(ex["prompt"])
+        chosen = fit_length(*trainable.encode(messages, ex["completion"]), max_len)
+        if not any(chosen[1]):
+            raise TrainDataError(f"example {number} has no completion tokens left within max_len={max_len}: raise it")
+        if objective == "dpo":
+            if ex.get("rejected") is None:
+                raise TrainDataError(f"example {number} has no rejected completion: dpo needs pairs from groups")
+            encoded.append((chosen, fit_length(*trainable.encode(messages, ex["rejected"]), max_len)))
+        else:
+            encoded.append(chosen)
+    return encoded
+
+
+def pad_batch(seqs: Sequence[tuple[list[int], list[bool]]], pad_id: int) -> dict[str, Tensor]:
+    """Right-pad (ids, targets) pairs: input_ids, attention_mask and target_mask, all (B, T)."""
+    width = max(len(ids) for ids, _ in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(seqs), width), dtype=torch.bool)
+    targets = torch.zeros((len(seqs), width), dtype=torch.bool)
+    for i, (s, t) in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+        attention[i, : len(s)] = True
+        targets[i, : len(t)] = torch.tensor(t, dtype=torch.bool)
+    return {"input_ids": ids, "attention_mask": attention, "target_mask": targets}
+
+
+class ExampleDataset(torch.utils.data.Dataset):
+    """Encoded examples; for dpo each also carries the reference log-probs of its pair."""
+
+    def __init__(self, encoded: list, references: Tensor | None = None) -> None:
+        self.encoded, self.references = encoded, references
+
+    def __len__(self) -> int:
+        return len(self.encoded)
+
+    def __getitem__(self, index: int):
+        if self.references is None:
+            return self.encoded[index]
+        return self.encoded[index], self.references[index]
+
+
+def make_collate(objective: str, pad_id: int) -> Callable[[list], dict[str, Tensor]]:
+    """The DataLoader's collate: one padded batch (sft), or chosen rows then rejected rows (dpo)."""
+
+    def collate(batch: list) -> dict[str, Tensor]:
+        if objective == "sft":
+            return pad_batch(batch, pad_id)
+        pairs = [p for p, _ in batch]
+        out = pad_batch([c for c, _ in pairs] + [r for _, r in pairs], pad_id)
+        out["reference"] = torch.stack([ref for _, ref in batch])  # (B, 2): chosen, rejected
+        return out
+
+    return collate
+
+
+def token_logprobs(model: nn.Module, backend: str, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+    """log p(token t | tokens < t) for t >= 1, shape (B, T - 1)."""
+    if backend == "tiny":
+        return model.token_logprobs(input_ids)  # right padding never precedes a real token
+    logits = model(input_ids=input_ids[:, :-1], attention_mask=attention_mask[:, :-1].long()).logits
+    return -F.cross_entropy(logits.float().transpose(1, 2), input_ids[:, 1:], reduction="none")
+
+
+def completion_logprobs(model: nn.Module, backend: str, batch: dict[str, Tensor]) -> Tensor:
+    """Summed log-probs of each row's target tokens, shape (B,)."""
+    logp = token_logprobs(model, backend, batch["input_ids"], batch["attention_mask"])
+    return (logp * batch["target_mask"][:, 1:].to(logp.dtype)).sum(-1)
+
+
+@torch.no_grad()
+def reference_logprobs(trainable: Trainable, encoded: list, batch_size: int = 8, device: Any = None) -> Tensor:
+    """(N, 2) summed completion log-probs of each (chosen, rejected) pair under the base model."""
+    model = trainable.model
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    was_training, home = model.training, next(model.parameters()).device
+    model.eval().to(device)
+    out = []
+    try:
+        for start in range(0, len(encoded), batch_size):
+            pairs = encoded[start : start + batch_size]
+            batch = pad_batch([c for c, _ in pairs] + [r for _, r in pairs], trainable.pad_id)
+            sums = completion_logprobs(model, trainable.backend, {k: v.to(device) for k, v in batch.items()})
+            out.append(torch.stack(sums.float().cpu().chunk(2), dim=1))
+    finally:
+        model.train(was_training).to(home)
+    return torch.cat(out)
+
+
+class PolicyModule(pl.LightningModule):
+    """Trains `model` with the sft or dpo objective; `losses` keeps one loss per micro-batch."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        backend: str,
+        objective: str = "sft",
+        lr: float = 3e-4,
+        weight_decay: float = 0.0,
+        warmup_steps: int = 0,
+        dpo_beta: float = 0.1,
+    ) -> None:
+        super().__init__()
+        if objective not in ("sft", "dpo"):
+            raise TrainDataError(f"unknown objective '{objective}': use sft or dpo")
+        self.model = model
+        self.backend, self.objective = backend, objective
+        self.lr, self.weight_decay, self.warmup_steps, self.dpo_beta = lr, weight_decay, warmup_steps, dpo_beta
+        self.losses: list[Tensor] = []
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        loss = self.sft_loss(batch) if self.objective == "sft" else self.dpo_loss(batch)
+        self.losses.append(loss.detach())
+        self.log("train_loss", loss.detach(), batch_size=batch["input_ids"].shape[0])
+        return loss
+
+    def sft_loss(self, batch: dict[str, Tensor]) -> Tensor:
+        """Mean negative log-likelihood over the completion tokens of the batch."""
+        logp = token_logprobs(self.model, self.backend, batch["input_ids"], batch["attention_mask"])
+        weights = batch["target_mask"][:, 1:].to(logp.dtype)
+        return -(logp * weights).sum() / weights.sum().clamp(min=1.0)
+
+    def dpo_loss(self, batch: dict[str, Tensor]) -> Tensor:
+        """The DPO loss of a batch whose first half holds chosen rows and second half rejected rows."""
+        chosen, rejected = completion_logprobs(self.model, self.backend, batch).float().chunk(2)
+        ref = batch["reference"].float()
+        margin = (chosen - ref[:, 0]) - (rejected - ref[:, 1])
+        return -F.logsigmoid(self.dpo_beta * margin).mean()
+
+    def configure_optimizers(self):
+        trainable = [p for p in self.parameters() if p.requires_grad]
+        groups = [
+            {"params": [p for p in trainable if p.dim() >= 2], "weight_decay": self.weight_decay},
+            {"params": [p for p in trainable if p.dim() < 2], "weight_decay": 0.0},
+        ]
+        # Plain torch AdamW even under DeepSpeed: no fused-kernel JIT build on the GPU machine.
+        optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=self.lr, betas=(0.9, 0.95))
+        warmup = self.warmup_steps
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / (warmup + 1)))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def loss_history(self, accumulate: int = 1) -> list[float]:
+        """One loss per optimizer step (micro-batch losses averaged)."""
+        values = torch.stack(self.losses).float().cpu().tolist() if self.losses else []
+        return [
+            sum(values[i : i + accumulate]) / len(values[i : i + accumulate]) for i in range(0, len(values), accumulate)
+        ]

@@ -1,0 +1,303 @@
+"""`train(...)`: select examples from the lake, fit the policy, write a checkpoint directory.
+
+`train` is the library entry point (it reads the lake). `fit` is the part that needs only torch and
+Lightning: it takes examples, trains and saves, and is what a launched multi-GPU process runs:
+
+    python -m torch.distributed.run --standalone --nproc_per_node N -m aitp.train.run --job JOB.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aitp.errors import AitpError
+from aitp.train.checkpoint import (
+    EXAMPLES_FILE,
+    ZERO_DIR,
+    CheckpointError,
+    checkpoint_dir,
+    consolidate_zero,
+    publish,
+    read_record,
+    save_policy,
+    staging_dir,
+    write_record,
+)
+from aitp.train.config import TrainConfig
+from aitp.train.module import (
+    ExampleDataset,
+    PolicyModule,
+    encode_examples,
+    load_trainable,
+    make_collate,
+    pl,
+    reference_logprobs,
+)
+from aitp.train.strategy import StrategyError, StrategyPlan, build_strategy, detect_hardware, plan_strategy
+
+
+class LaunchError(AitpError):
+    """A launched multi-GPU training process that failed."""
+
+
+@dataclass
+class TrainResult:
+    """What one training run did; saved as the checkpoint's `training.json`."""
+
+    checkpoint: str
+    base: Any
+    objective: str
+    examples: int
+    steps: int
+    tokens: int
+    seconds: float
+    strategy: str
+    device: str
+    losses: list[float] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def first_loss(self) -> float:
+        return self.losses[0] if self.losses else float("nan")
+
+    @property
+    def last_loss(self) -> float:
+        tail = self.losses[-max(1, len(self.losses) // 10) :]
+        return sum(tail) / len(tail) if tail else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _spec_of(base: Any) -> Any:
+    return str(base) if isinstance(base, Path) else base
+
+
+def _base_version(base: Any) -> str | None:
+    path = Path(base["path"] if isinstance(base, dict) and "path" in base else str(base))
+    if path.exists():
+        from aitp.policies.tiny.checkpoint import fingerprint
+
+        return fingerprint(path)
+    return None
+
+
+def train(
+    home: str | Path,
+    experiment: str,
+    iteration: int,
+    base_checkpoint: str | Path | dict[str, Any],
+    config: TrainConfig,
+    out: str | Path | None = None,
+) -> Path:
+    """Train the base policy on examples selected from the lake; return the checkpoint directory."""
+    from aitp.home import resolve_home
+    from aitp.train.data import select_examples
+
+    home = resolve_home(home)
+    out = Path(out) if out is not None else checkpoint_dir(home, experiment, iteration)
+    examples = select_examples(home, experiment, iteration, config)
+    meta = {"experiment": experiment, "iteration": iteration, "base_version": _base_version(base_checkpoint)}
+    plan = plan_for(config)
+    if plan.needs_launch:
+        launch(examples, base_checkpoint, config, out, meta, plan.devices)
+    else:
+        fit(examples, base_checkpoint, config, out, meta)
+    return out
+
+
+def plan_for(config: TrainConfig) -> StrategyPlan:
+    """The strategy plan of a config on this machine's hardware."""
+    return plan_strategy(
+        detect_hardware(), config.zero_stage, config.offload, config.precision, config.devices, config.batch_size
+    )
+
+
+def fit(
+    examples: list[dict[str, Any]],
+    base: Any,
+    config: TrainConfig,
+    out: str | Path,
+    meta: dict[str, Any] | None = None,
+) -> TrainResult:
+    """Train `base` on `examples` (dicts with prompt, completion, and rejected for dpo) and save to `out`."""
+    out = Path(out)
+    start = time.perf_counter()
+    pl.seed_everything(config.seed, workers=True, verbose=False)
+    trainable = load_trainable(_spec_of(base), config.lora)
+    encoded = encode_examples(trainable, examples, config.objective, config.max_len)
+    references = reference_logprobs(trainable, encoded, config.batch_size) if config.objective == "dpo" else None
+    plan = plan_for(config)
+    module = PolicyModule(
+        trainable.model,
+        trainable.backend,
+        config.objective,
+        config.lr,
+        config.weight_decay,
+        config.warmup_steps,
+        config.dpo_beta,
+    )
+    loader = torch.utils.data.DataLoader(
+        ExampleDataset(encoded, references),
+        batch_size=config.batch_size,
+        shuffle=True,
+        drop_last=len(encoded) >= config.batch_size,
+        collate_fn=make_collate(config.objective, trainable.pad_id),
+        num_workers=config.num_workers,
+        generator=torch.Generator().manual_seed(config.seed),
+    )
+    ckpt_path, done = _resume_point(base, config, plan)
+    tokens = _TokenCounter()
+    trainer = pl.Trainer(
+        accelerator=plan.accelerator,
+        devices=plan.devices,
+        strategy=build_strategy(plan),
+        precision=plan.precision,
+        max_steps=done + config.steps,
+        accumulate_grad_batches=config.grad_accum,
+        gradient_clip_val=1.0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        callbacks=[tokens],
+        default_root_dir=str(out.parent),
+    )
+    module.train()  # loaded policies are in eval mode; Lightning keeps a module's mode as it finds it
+    trainer.fit(module, train_dataloaders=loader, ckpt_path=ckpt_path)
+    result = TrainResult(
+        checkpoint=str(out),
+        base=_spec_of(base),
+        objective=config.objective,
+        examples=len(examples),
+        steps=trainer.global_step,
+        tokens=tokens.total * plan.devices,
+        seconds=0.0,
+        strategy=plan.describe(),
+        device=detect_hardware().name,
+        losses=module.loss_history(config.grad_accum),
+        config=config.model_dump(mode="json"),
+        meta=meta or {},
+    )
+    _save(trainer, module, trainable, plan, out, result, examples, start)
+    return result
+
+
+def _resume_point(base: Any, config: TrainConfig, plan: StrategyPlan) -> tuple[str | None, int]:
+    """The ZeRO state to resume from and the steps it already took (None, 0 without `resume`)."""
+    if not config.resume:
+        return None, 0
+    if not plan.deepspeed:
+        raise StrategyError("resume continues a DeepSpeed run: it needs CUDA and zero_stage 1-3, or set resume false")
+    path = Path(base["path"] if isinstance(base, dict) else str(base))
+    zero = path / ZERO_DIR
+    if not (zero / "latest").is_file():
+        raise CheckpointError(f"{path} has no resumable ZeRO state ({ZERO_DIR}/latest): set resume false")
+    return str(zero), int(read_record(path).get("steps", 0))
+
+
+class _TokenCounter(pl.Callback):
+    """Counts the tokens (padding excluded) this rank trained on."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        self.total += int(batch["attention_mask"].sum())
+
+
+def _save(trainer, module, trainable, plan: StrategyPlan, out: Path, result: TrainResult, examples, start) -> None:
+    """Write the checkpoint: consolidated weights (plus the ZeRO state under DeepSpeed), then the record."""
+    # Every rank writes its shard into one directory: rank 0 names it for all.
+    zero_tmp = Path(trainer.strategy.broadcast(str(staging_dir(out, "zero")))) if plan.deepspeed else None
+    if zero_tmp is not None:
+        trainer.save_checkpoint(str(zero_tmp))  # collective: every rank writes its ZeRO shard
+    if not trainer.is_global_zero:
+        return
+    staging = staging_dir(out)
+    try:
+        if zero_tmp is not None:
+            fresh = load_trainable(trainable.spec, trainable.lora)
+            consolidate_zero(zero_tmp, PolicyModule(fresh.model, fresh.backend))
+            trainable = fresh
+        meta = {"training": {k: v for k, v in result.to_dict().items() if k not in ("losses", "config")}}
+        save_policy(trainable, staging, meta)
+        if zero_tmp is not None:
+            zero_tmp.rename(staging / ZERO_DIR)
+        result.seconds = round(time.perf_counter() - start, 3)
+        write_record(staging, result.to_dict(), [_lineage(ex) for ex in examples])
+        publish(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        if zero_tmp is not None and zero_tmp.exists():
+            shutil.rmtree(zero_tmp, ignore_errors=True)
+
+
+def _lineage(example: dict[str, Any]) -> dict[str, Any]:
+    """An example as recorded in the checkpoint: everything but the (long) prompt messages."""
+    return {k: v for k, v in example.items() if k != "prompt"}
+
+
+def launch(examples, base, config: TrainConfig, out: Path, meta: dict[str, Any], devices: int) -> None:
+    """Train in a torchrun process group of `devices` ranks (its own process, not this one)."""
+    work = staging_dir(out, "job")
+    work.mkdir(parents=True)
+    try:
+        with (work / EXAMPLES_FILE).open("w", encoding="utf-8") as fh:
+            for ex in examples:
+                fh.write(json.dumps(ex, default=str) + "\n")
+        job = {
+            "examples": str(work / EXAMPLES_FILE),
+            "base": _spec_of(base),
+            "config": config.model_dump(mode="json"),
+            "out": str(out),
+            "meta": meta,
+        }
+        (work / "job.json").write_text(json.dumps(job))
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={devices}",
+            "-m",
+            "aitp.train.run",
+            "--job",
+            str(work / "job.json"),
+        ]
+        done = subprocess.run(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        if done.returncode != 0:
+            raise LaunchError(f"the {devices}-GPU training process failed (exit {done.returncode}): see its log above")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if not read_record(out):
+        raise LaunchError(f"the {devices}-GPU training process wrote no checkpoint at {out}: see its log above")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of a launched rank: read the job file and run `fit`."""
+    parser = argparse.ArgumentParser(description="one rank of a launched training job")
+    parser.add_argument("--job", required=True, help="job JSON written by aitp.train.run.launch")
+    args = parser.parse_args(argv)
+    job = json.loads(Path(args.job).read_text())
+    examples = [json.loads(line) for line in Path(job["examples"]).read_text().splitlines() if line]
+    fit(examples, job["base"], TrainConfig.model_validate(job["config"]), job["out"], job["meta"])
+
+
+if __name__ == "__main__":
+    main()

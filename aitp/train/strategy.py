@@ -1,0 +1,132 @@
+"""Hardware -> training strategy: DeepSpeed ZeRO on CUDA (stage and offload from config), plain on CPU.
+
+Lightning's DeepSpeed strategy refuses CPU, so CPU runs get the single-device strategy. More than
+one GPU trains in its own process group started by torchrun (`aitp.train.run` launches it), never
+inside a Dask worker or a Prefect task process. DeepSpeed is imported only when a plan needs it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from aitp.errors import AitpError
+
+
+class StrategyError(AitpError):
+    """A training plan the hardware or the installed packages cannot run."""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What this process can train on."""
+
+    accelerator: str  # "cuda" or "cpu"
+    devices: int
+    name: str
+
+
+def detect_hardware() -> Hardware:
+    """CUDA devices when there are any, else the CPU."""
+    if torch.cuda.is_available():
+        return Hardware("cuda", torch.cuda.device_count(), torch.cuda.get_device_name(0))
+    return Hardware("cpu", 1, platform.processor() or platform.machine() or "cpu")
+
+
+def in_launched_process() -> bool:
+    """Whether torchrun (or another launcher) started this process as one rank of a group."""
+    return "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+@dataclass(frozen=True)
+class StrategyPlan:
+    """How to train: accelerator, devices, strategy name, precision, and the ZeRO settings."""
+
+    accelerator: str
+    devices: int
+    name: str  # "single", "ddp" or "deepspeed"
+    precision: str
+    zero_stage: int = 0
+    offload: str = "none"
+    micro_batch_size: int = 1
+
+    @property
+    def deepspeed(self) -> bool:
+        return self.name == "deepspeed"
+
+    @property
+    def needs_launch(self) -> bool:
+        """More than one device and not yet inside a launched process group."""
+        return self.devices > 1 and not in_launched_process()
+
+    def describe(self) -> str:
+        zero = f" ZeRO-{self.zero_stage} offload={self.offload}" if self.deepspeed else ""
+        return f"{self.name}{zero} on {self.devices}x{self.accelerator} ({self.precision})"
+
+
+def plan_strategy(
+    hardware: Hardware,
+    zero_stage: int = 2,
+    offload: str = "none",
+    precision: str = "auto",
+    devices: int | str = "auto",
+    micro_batch_size: int = 1,
+) -> StrategyPlan:
+    """Pick the strategy for this hardware and config; CPU always gets the plain single-device one."""
+    if offload == "all" and zero_stage != 3:
+        raise StrategyError(f"offload=all moves parameters to CPU, which needs ZeRO stage 3 (got {zero_stage})")
+    if hardware.accelerator != "cuda":
+        if devices not in ("auto", 1):
+            raise StrategyError(f"devices={devices} needs CUDA GPUs; this machine has none: set devices to auto")
+        return StrategyPlan("cpu", 1, "single", "32-true" if precision == "auto" else precision)
+    n = hardware.devices if devices == "auto" else int(devices)
+    if not 1 <= n <= hardware.devices:
+        raise StrategyError(f"devices={n} but this machine has {hardware.devices} GPU(s): lower devices")
+    if precision == "auto":
+        precision = "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
+    if zero_stage == 0:
+        return StrategyPlan("cuda", n, "ddp" if n > 1 else "single", precision, 0, "none", micro_batch_size)
+    return StrategyPlan("cuda", n, "deepspeed", precision, zero_stage, offload, micro_batch_size)
+
+
+def deepspeed_config(plan: StrategyPlan) -> dict[str, Any]:
+    """The DeepSpeed config of a plan; Lightning adds precision, clipping and accumulation."""
+    zero: dict[str, Any] = {
+        "stage": plan.zero_stage,
+        "contiguous_gradients": True,
+        "overlap_comm": plan.devices > 1,  # one GPU has no gradient traffic to hide
+        "reduce_bucket_size": 200_000_000,
+        "allgather_bucket_size": 200_000_000,
+    }
+    if plan.offload in ("optimizer", "all"):
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+    if plan.offload == "all":
+        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    return {
+        "zero_optimization": zero,
+        "train_micro_batch_size_per_gpu": plan.micro_batch_size,
+        # A torch optimizer (see PolicyModule) rather than DeepSpeed's JIT-built ones.
+        "zero_allow_untested_optimizer": True,
+        "zero_force_ds_cpu_optimizer": False,
+    }
+
+
+def build_strategy(plan: StrategyPlan) -> Any:
+    """The Lightning strategy object (or name) of a plan."""
+    if plan.name == "single":
+        return "auto"
+    if plan.name == "ddp":
+        return "ddp"
+    try:
+        import deepspeed  # noqa: F401
+    except ImportError as exc:
+        raise StrategyError(
+            "ZeRO training needs DeepSpeed: pip install 'aitp[gpu]', or set zero_stage: 0 for the plain strategy"
+        ) from exc
+    from aitp.train.module import pl
+
+    return pl.strategies.DeepSpeedStrategy(config=deepspeed_config(plan))

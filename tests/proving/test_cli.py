@@ -1,0 +1,68 @@
+"""`aitp prove` end to end on Coq, and its one-line errors for bad input."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from aitp.cli import main
+from tests.proving.cases import require
+
+
+def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["aitp", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_prove_prints_proved_over_attempted_and_writes_traces(monkeypatch, capsys, tmp_path):
+    require("coq")
+    code, out, err = run_cli(
+        monkeypatch,
+        capsys,
+        "prove",
+        "--backend",
+        "coq",
+        "--search",
+        "bfs",
+        "--budget-expansions",
+        "8",
+        "--name",
+        "Coq.Arith.Compare_dec.not_le",
+        "--name",
+        "Coq.Bool.Bool.negb_involutive",
+        "--home",
+        str(tmp_path),
+        "--experiment",
+        "cli-test",
+    )
+    assert code == 0, err
+    assert "proved 2/2" in out
+    assert "traces:" in out
+    assert any(tmp_path.rglob("*.parquet")) or any(tmp_path.rglob("*.jsonl"))
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--name", "Coq.No.such_lemma"], "unknown theorem 'Coq.No.such_lemma'"),
+        (["--search", "dfs"], "unknown search 'dfs'"),
+        (["--tactics", "intros,sledgehammer"], "tactic 'sledgehammer' is not in the coq fixed tactic set"),
+        (["--backend", "leandojo"], "pip install 'aitp[lean]'"),
+        (["--backend", "isabelle"], "unknown backend 'isabelle'"),
+        (["--theorems", "hol-core"], "pass --backend hol-light"),
+    ],
+)
+def test_bad_input_is_a_one_line_error(monkeypatch, capsys, tmp_path, args, needle):
+    if "--backend" not in args or "coq" in args:
+        require("coq")
+    code, out, err = run_cli(monkeypatch, capsys, "prove", "--home", str(tmp_path), *args)
+    assert code != 0
+    assert needle in err and err.count("\n") == 1, err
+    assert not any(tmp_path.rglob("*.parquet"))  # nothing half-done

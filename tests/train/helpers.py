@@ -1,0 +1,78 @@
+"""Small real inputs for the training tests: a tiny base checkpoint, items and filtered rollouts in a lake."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aitp.envs.items import Item, generate_items
+from aitp.filtering import filter_rows
+from aitp.lake import write_partition
+from aitp.policies.tiny import TinyConfig, TinyTransformer, save_checkpoint
+
+SMALL = TinyConfig(n_layer=2, n_head=4, d_model=64, max_seq_len=512)
+SYSTEM = "Answer in tags."  # short prompts keep CPU training fast; the default system prompt is ~330 bytes
+
+
+def tiny_base(path: Path, seed: int = 0) -> Path:
+    """A randomly initialised tiny checkpoint (2 layers, d=64)."""
+    torch.manual_seed(seed)
+    return save_checkpoint(path, TinyTransformer(SMALL))
+
+
+def item_row(item: Item, split: str = "train") -> dict[str, Any]:
+    return {
+        "item_id": item.item_id,
+        "task": item.task,
+        "config_json": item.config,
+        "seed": item.seed,
+        "item_index": item.index,
+        "split": split,
+        "difficulty_level": item.level,
+        "question": item.question,
+        "gold_answer": item.answer,
+        "metadata_json": item.metadata,
+    }
+
+
+def write_items(home: Path, experiment: str, iteration: int, n: int, level: int = 0) -> list[Item]:
+    """Commit n train items of basic_arithmetic at a curriculum level to the lake."""
+    items = generate_items("basic_arithmetic", n, 0, "train", level)
+    write_partition(home, "items", experiment, iteration, [item_row(i) for i in items])
+    return items
+
+
+def rollout_rows(items: list[Item], scores: list[list[float]], iteration: int = 0) -> list[dict[str, Any]]:
+    """One group per item with the given final scores; completion k of item i is `<answer>i-k</answer>`."""
+    rows = []
+    for i, (item, group) in enumerate(zip(items, scores)):
+        prompt = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": item.question}]
+        for k, score in enumerate(group):
+            rows.append(
+                {
+                    "item_id": item.item_id,
+                    "task": item.task,
+                    "config_json": item.config,
+                    "seed": item.seed,
+                    "item_index": item.index,
+                    "split": "train",
+                    "difficulty_level": item.level,
+                    "gold_answer": item.answer,
+                    "group_id": f"g{iteration}-{i}",
+                    "sample_index": k,
+                    "prompt": json.dumps(prompt),
+                    "completion": f"<answer>{i}-{k}</answer>",
+                    "raw_score": score,
+                    "final_score": score,
+                    "model_version": "m0",
+                }
+            )
+    return rows
+
+
+def write_rollouts(home: Path, experiment: str, iteration: int, rows: list[dict[str, Any]], threshold: float = 0.7):
+    """Filter rows with the seed's rule and commit them."""
+    write_partition(home, "rollouts", experiment, iteration, filter_rows(rows, threshold))

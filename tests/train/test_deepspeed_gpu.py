@@ -1,0 +1,109 @@
+"""DeepSpeed ZeRO-2 in bf16 on a real GPU: train the tiny model scaled to >= 100M parameters,
+consolidate the ZeRO state into plain weights, reload them into the policy and sample.
+
+Marked `gpu`: skipped without CUDA or DeepSpeed, and never run by CI (which has no GPU). It imports
+only torch, Lightning, DeepSpeed, safetensors and aitp's policy and training modules, so it runs on
+a bare GPU image. With pytest:  python -m pytest tests/train/test_deepspeed_gpu.py -m gpu -o addopts=
+Without pytest:                  python -m tests.train.test_deepspeed_gpu
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+try:
+    import pytest
+except ImportError:  # a GPU image without pytest runs this file as a module (see the docstring)
+    pytest = None
+
+from aitp.policies.base import SamplingParams
+from aitp.policies.loading import load_policy
+from aitp.policies.tiny import TinyConfig, TinyTransformer, chat_example, save_checkpoint
+from aitp.tokenizer import ByteTokenizer
+from aitp.train.checkpoint import ZERO_DIR, verify_checkpoint
+from aitp.train.config import TrainConfig
+from aitp.train.run import fit
+
+BIG = TinyConfig(n_layer=10, n_head=16, d_model=1024, max_seq_len=512)  # ~107M parameters
+WORDS = ["banana", "gradient", "champion", "lakehouse", "verifier", "theorem", "rollout", "tactic"]
+
+
+def reversal_examples(n: int = 96) -> list[dict]:
+    """Fixed text data: spell a made-up word backwards, answer in tags."""
+    out = []
+    for i in range(n):
+        word = WORDS[i % len(WORDS)] + WORDS[(i * 3 + 1) % len(WORDS)][: 1 + i % 5]
+        prompt = [{"role": "system", "content": "Answer in tags."}, {"role": "user", "content": f"Reverse: {word}"}]
+        out.append({"prompt": prompt, "completion": f"<answer>{word[::-1]}</answer>"})
+    return out
+
+
+def check_zero2_bf16_trains_consolidates_reloads_and_samples(tmp: Path) -> dict:
+    torch.manual_seed(0)
+    model = TinyTransformer(BIG)
+    assert model.num_params() >= 100_000_000, model.num_params()
+    base = save_checkpoint(tmp / "base", model)
+    del model
+    examples = reversal_examples()
+    config = TrainConfig(
+        steps=40, batch_size=8, lr=3e-4, warmup_steps=5, max_len=128, zero_stage=2, precision="bf16-mixed", devices=1
+    )
+    start = time.perf_counter()
+    result = fit(examples, base, config, tmp / "ckpt")
+    seconds = time.perf_counter() - start
+    assert result.strategy.startswith("deepspeed ZeRO-2"), result.strategy
+    assert result.steps == 40 and result.last_loss < 0.5 * result.first_loss, result.losses
+
+    ckpt = tmp / "ckpt"
+    assert verify_checkpoint(ckpt) == "tiny" and (ckpt / ZERO_DIR / "latest").is_file()
+    policy = load_policy(str(ckpt), device="cuda")
+    assert next(policy.model.parameters()).dtype == torch.float32  # the fp32 master weights, consolidated
+    # The consolidated weights are the trained ones: their loss on the training data is the final loss.
+    tokenizer = ByteTokenizer()
+    ids, targets = zip(*(chat_example(tokenizer, ex["prompt"], ex["completion"]) for ex in examples[:16]))
+    losses = []
+    with torch.no_grad():
+        for i, t in zip(ids, targets):
+            losses.append(float(policy.model.loss(torch.tensor([i], device="cuda"), torch.tensor([t], device="cuda"))))
+    reloaded = sum(losses) / len(losses)
+    assert reloaded < 0.5 * result.first_loss, (reloaded, result.first_loss)
+
+    out = policy.sample([examples[0]["prompt"]], SamplingParams(temperature=0.0, max_tokens=24), seeds=[0])
+    completion = out[0][0]
+    assert completion.completion_tokens > 0
+
+    # The ZeRO state resumes the run (optimizer and step count), rather than restarting it.
+    more = fit(examples, ckpt, config.model_copy(update={"steps": 10, "resume": True}), tmp / "resumed")
+    assert more.steps == 50 and len(more.losses) == 10
+    assert more.losses[0] < 0.5 * result.first_loss, more.losses
+    return {
+        "device": torch.cuda.get_device_name(0),
+        "params": sum(p.numel() for p in policy.model.parameters()),
+        "first_loss": round(result.first_loss, 4),
+        "last_loss": round(result.last_loss, 4),
+        "reloaded_loss": round(reloaded, 4),
+        "seconds": round(seconds, 1),
+        "resumed_losses": [round(x, 4) for x in more.losses[:3]],
+        "sample": completion.text,
+    }
+
+
+if pytest is not None:
+
+    @pytest.mark.gpu
+    @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+    def test_zero2_bf16_trains_consolidates_reloads_and_samples(tmp_path):
+        pytest.importorskip("deepspeed")
+        print(check_zero2_bf16_trains_consolidates_reloads_and_samples(tmp_path))
+
+
+if __name__ == "__main__":
+    if not torch.cuda.is_available():
+        raise SystemExit("needs a CUDA GPU")
+    with tempfile.TemporaryDirectory() as tmp:
+        print(check_zero2_bf16_trains_consolidates_reloads_and_samples(Path(tmp)))
+        print("PASSED test_zero2_bf16_trains_consolidates_reloads_and_samples")

@@ -1,0 +1,172 @@
+"""MLflow runs, versions and aliases; the promotion gate on real eval numbers (trained vs untrained); rollback."""
+
+import pytest
+import torch
+
+from aitp.evaluate import EvalConfig, evaluate
+from aitp.lake import connect
+from aitp.registry import (
+    CHALLENGER,
+    CHAMPION,
+    PREVIOUS,
+    PromotionConfig,
+    PromotionError,
+    Registry,
+    RegistryError,
+    decide,
+    gate,
+    model_name,
+    promote,
+    rollback,
+)
+from aitp.train.config import TrainConfig
+from aitp.train.run import train
+from tests.train.helpers import SYSTEM, tiny_base, write_items
+
+EXP = "gate"
+# Level 0 of basic_arithmetic ("Calculate 5 / 1."): short answers, so 150 CPU steps of demonstrations
+# take the tiny model from 0% to a few percent pass rate (and from 100% to 0% format errors).
+EVAL = EvalConfig(tasks=["basic_arithmetic"], n_per_task=100, difficulty=0, max_tokens=24, system_prompt=SYSTEM)
+DEMOS = TrainConfig(
+    demonstrations_only=True, steps=150, batch_size=16, lr=3e-3, warmup_steps=10, max_len=128, system_prompt=SYSTEM
+)
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory):
+    """A home with items, an untrained base, a model trained on demonstrations, and another untrained one."""
+    home = tmp_path_factory.mktemp("home")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        write_items(home, EXP, 0, 400, level=0)
+        untrained = tiny_base(home / "untrained", seed=0)
+        trained = train(home, EXP, 0, untrained, DEMOS)
+        worse = tiny_base(home / "worse", seed=1)
+    finally:
+        torch.set_num_threads(threads)
+    return home, Registry(home), untrained, trained, worse
+
+
+def test_decide_needs_a_positive_gain_of_at_least_the_margin():
+    assert decide(0.3, None, 0.1)[0]
+    assert decide(0.3, 0.2, 0.05)[0] and not decide(0.3, 0.2, 0.2)[0]
+    assert not decide(0.2, 0.2, 0.0)[0] and not decide(0.1, 0.2, 0.0)[0]
+
+
+def test_gate_accepts_a_better_challenger_refuses_a_worse_one_and_rolls_back(loop):
+    home, registry, untrained, trained, worse = loop
+    client = registry.client
+
+    v1 = registry.register(EXP, 0, untrained)
+    first = gate(registry, EXP, 0, EVAL)
+    assert first.promoted and first.champion is None and "first model" in first.reason
+    assert registry.aliases(EXP) == {CHALLENGER: v1.version, CHAMPION: v1.version}
+
+    registry.log_training(EXP, 1, trained)
+    v2 = registry.register(EXP, 1, trained)
+    better = gate(registry, EXP, 1, EVAL, PromotionConfig(margin=0.01))
+    assert better.promoted, better.reason
+    assert better.challenger_score > better.champion_score == 0.0  # real numbers: trained beats untrained
+    assert registry.aliases(EXP) == {CHALLENGER: v2.version, CHAMPION: v2.version, PREVIOUS: v1.version}
+
+    v3 = registry.register(EXP, 2, worse)
+    refused = gate(registry, EXP, 2, EVAL, PromotionConfig(margin=0.01))
+    assert not refused.promoted and refused.challenger_score < refused.champion_score
+    assert registry.aliases(EXP) == {CHALLENGER: v3.version, CHAMPION: v2.version, PREVIOUS: v1.version}
+
+    # The decisions and both scores are on the versions and in the lake's iterations table.
+    tags = client.get_model_version(model_name(EXP), v3.version).tags
+    assert tags["aitp.decision"] == "rejected" and float(tags["aitp.champion_score"]) == refused.champion_score
+    assert client.get_model_version(model_name(EXP), v2.version).tags["aitp.previous_champion"] == v1.version
+    rows = (
+        connect(home)
+        .execute(
+            "SELECT iteration, promoted, model_out, promote_reason FROM iterations WHERE experiment = $e ORDER BY 1",
+            {"e": EXP},
+        )
+        .fetchall()
+    )
+    assert [(r[0], r[1]) for r in rows] == [(0, True), (1, True), (2, False)]
+    assert rows[1][2] == v2.model_version and "pass_rate" in rows[1][3]
+
+    back = rollback(registry, EXP)
+    assert back.promoted and back.challenger == v1.version
+    assert registry.aliases(EXP) == {CHALLENGER: v3.version, CHAMPION: v1.version}
+    assert client.get_model_version(model_name(EXP), v2.version).tags["aitp.rolled_back"] == "true"
+    with pytest.raises(PromotionError, match="no previous champion"):
+        rollback(registry, EXP)
+
+
+def test_runs_metrics_and_artifacts_are_in_mlflow(loop):
+    home, registry, untrained, trained, worse = loop
+    client = registry.client
+    if not registry.aliases(EXP):
+        pytest.skip("runs after the gate test")
+    experiment = client.get_experiment_by_name(EXP)
+    assert experiment.artifact_location.startswith((home / "mlartifacts").as_uri())
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("aitp.role") == "experiment"]
+    children = {r.data.tags["aitp.iteration"]: r for r in runs if r.data.tags.get("aitp.role") == "iteration"}
+    assert len(parents) == 1 and sorted(children) == ["0", "1", "2"]
+    assert all(r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in children.values())
+    one = children["1"]
+    assert (
+        "eval/challenger/pass_rate" in one.data.metrics
+        and "eval/challenger/basic_arithmetic/pass_rate" in one.data.metrics
+    )
+    assert one.data.params["train.steps"] == "150" and "train/loss" in one.data.metrics
+    assert one.data.metrics["promotion/promoted"] == 1.0
+    names = {a.path for a in client.list_artifacts(one.info.run_id, "checkpoint")}
+    assert {"checkpoint/model.safetensors", "checkpoint/config.json", "checkpoint/training.json"} <= names
+    version = client.get_model_version(model_name(EXP), "2")
+    assert version.source.endswith("/checkpoint") and version.run_id == one.info.run_id
+
+
+def test_errors_never_move_the_champion(loop, monkeypatch):
+    home, registry, untrained, trained, worse = loop
+    exp = "gate-errors"
+    registry.register(exp, 0, untrained)
+    gate(registry, exp, 0, EVAL)
+    challenger = registry.register(exp, 1, trained)
+    before = registry.aliases(exp)
+    champion_eval = evaluate(home, exp, 0, untrained, EVAL)
+    challenger_eval = evaluate(home, exp, 1, trained, EVAL)
+
+    # Evals on different eval sets, or of another model, are refused before anything is written.
+    other = EVAL.model_copy(update={"name": "other"})
+    with pytest.raises(PromotionError, match="different eval sets"):
+        promote(registry, exp, 1, challenger.version, challenger_eval, evaluate(home, exp, 1, untrained, other))
+    with pytest.raises(PromotionError, match="evaluate version"):
+        promote(registry, exp, 1, challenger.version, champion_eval, champion_eval)
+    assert registry.aliases(exp) == before
+
+    # The registry fails while moving aliases: champion stays, the lake says not promoted.
+    real = registry.set_alias
+
+    def failing(experiment, alias, version):
+        if alias == CHAMPION:
+            raise RegistryError("MLflow at test failed to set an alias (boom): check the server")
+        real(experiment, alias, version)
+
+    monkeypatch.setattr(registry, "set_alias", failing)
+    with pytest.raises(RegistryError, match="boom"):
+        promote(registry, exp, 1, challenger.version, challenger_eval, champion_eval)
+    assert registry.aliases(exp)[CHAMPION] == before[CHAMPION]
+    row = (
+        connect(home)
+        .execute("SELECT promoted, promote_reason FROM iterations WHERE experiment = $e AND iteration = 1", {"e": exp})
+        .fetchone()
+    )
+    assert row[0] is False and row[1].startswith("registry error")
+
+
+def test_an_unreachable_registry_is_a_one_line_error(loop, monkeypatch):
+    home, registry, untrained, trained, worse = loop
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    away = Registry(home)
+    with pytest.raises(RegistryError, match="unreachable") as err:
+        away.register("gate-away", 0, untrained)
+    assert "\n" not in str(err.value) and "MLFLOW_TRACKING_URI" in str(err.value)
+    with pytest.raises(RegistryError):
+        gate(away, "gate-away", 0, EVAL)

@@ -1,0 +1,75 @@
+"""Hardware -> strategy: plain on CPU, DeepSpeed ZeRO on CUDA with stage and offload from config."""
+
+import pytest
+
+from aitp.train.strategy import (
+    Hardware,
+    StrategyError,
+    build_strategy,
+    deepspeed_config,
+    detect_hardware,
+    plan_strategy,
+)
+
+CPU = Hardware("cpu", 1, "x86_64")
+GPUS = Hardware("cuda", 4, "NVIDIA H100 80GB HBM3")
+
+
+def test_cpu_gets_the_plain_single_device_strategy_whatever_the_zero_stage():
+    plan = plan_strategy(CPU, zero_stage=3, offload="all")
+    assert (plan.name, plan.accelerator, plan.devices, plan.precision) == ("single", "cpu", 1, "32-true")
+    assert build_strategy(plan) == "auto" and not plan.deepspeed and not plan.needs_launch
+
+
+def test_cuda_gets_deepspeed_with_stage_and_offload_from_config(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_bf16_supported", lambda: True)
+    plan = plan_strategy(GPUS, zero_stage=2, offload="optimizer", devices=1, micro_batch_size=4)
+    assert (plan.name, plan.zero_stage, plan.precision, plan.devices) == ("deepspeed", 2, "bf16-mixed", 1)
+    config = deepspeed_config(plan)
+    assert config["zero_optimization"]["stage"] == 2
+    assert config["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    assert "offload_param" not in config["zero_optimization"]
+    assert config["train_micro_batch_size_per_gpu"] == 4
+    stage3 = deepspeed_config(plan_strategy(GPUS, zero_stage=3, offload="all"))
+    assert stage3["zero_optimization"]["offload_param"]["device"] == "cpu"
+
+
+def test_zero_stage_0_is_plain_ddp_and_several_gpus_need_a_launched_process(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_bf16_supported", lambda: True)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    plan = plan_strategy(GPUS, zero_stage=0)
+    assert (plan.name, plan.devices) == ("ddp", 4) and plan.needs_launch
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert not plan.needs_launch  # already one rank of a torchrun group
+    assert plan_strategy(GPUS, zero_stage=0, devices=1).name == "single"
+
+
+def test_impossible_plans_are_one_line_errors():
+    with pytest.raises(StrategyError, match="needs ZeRO stage 3"):
+        plan_strategy(GPUS, zero_stage=2, offload="all")
+    with pytest.raises(StrategyError, match="lower devices"):
+        plan_strategy(GPUS, devices=8)
+    with pytest.raises(StrategyError, match="needs CUDA"):
+        plan_strategy(CPU, devices=2)
+
+
+def test_deepspeed_missing_names_the_extra(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_deepspeed(name, *args, **kwargs):
+        if name == "deepspeed":
+            raise ImportError("no deepspeed")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_deepspeed)
+    monkeypatch.setattr("torch.cuda.is_bf16_supported", lambda: True)
+    with pytest.raises(StrategyError, match=r"aitp\[gpu\]"):
+        build_strategy(plan_strategy(GPUS, zero_stage=2, devices=1))
+
+
+def test_detect_hardware_names_the_device():
+    hw = detect_hardware()
+    assert hw.accelerator in ("cpu", "cuda") and hw.devices >= 1 and hw.name

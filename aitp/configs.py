@@ -64,7 +64,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], model: type[Base
     return data
 
 
-def _explain(error: ValidationError) -> str:
+def explain(error: ValidationError) -> str:
     first = error.errors()[0]
     location = ".".join(str(p) for p in first["loc"]) or "(top level)"
     if first["type"] == "extra_forbidden":
@@ -91,7 +91,7 @@ def load_config(model: type[M], path: str | Path | None = None, overrides: list[
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_explain(exc)) from None
+        raise ConfigError(explain(exc)) from None
 
 
 def config_hash(config: BaseModel) -> str:

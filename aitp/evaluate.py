@@ -43,6 +43,8 @@ class EvalConfig(BaseModel):
     seed: int = 0
     difficulty: str | int = "none"
     """none, random, or a curriculum level."""
+    task_configs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per-task overrides of the reasoning-gym config (e.g. `leg_counting: {max_animals: 2}`)."""
     temperature: float = Field(0.0, ge=0.0)
     """0 is greedy."""
     top_p: float = Field(1.0, gt=0.0, le=1.0)
@@ -76,8 +78,18 @@ def build_eval_set(config: EvalConfig) -> EvalSet:
     items = [
         it
         for task in config.tasks
-        for it in generate_items(task, config.n_per_task, config.seed, "eval", parse_difficulty(config.difficulty))
+        for it in generate_items(
+            task,
+            config.n_per_task,
+            config.seed,
+            "eval",
+            parse_difficulty(config.difficulty),
+            task_config=config.task_configs.get(task),
+        )
     ]
+    unknown = sorted(set(config.task_configs) - set(config.tasks))
+    if unknown:
+        raise AitpError(f"eval task_configs name tasks not in the eval set ({', '.join(unknown)}): add them to tasks")
     protocol = {
         "system_prompt": SYSTEM_PROMPT if config.system_prompt is None else config.system_prompt,
         "temperature": config.temperature,
@@ -274,7 +286,7 @@ def evaluate(
             "items",
             experiment,
             iteration,
-            [_item_row(it) for it in eval_set.items],
+            [item_row(it) for it in eval_set.items],
             shard=_shard(f"eval-{eval_set.name}"),
         )
     lake_rows = [
@@ -287,9 +299,17 @@ def evaluate(
         }
         for r in rows
     ]
+    shard = _shard(f"{config.name}-{result.model_version}")
+    # per-sample rows first: the aggregate `evals` commit is what marks the evaluation as done
     write_partition(
-        home, "evals", experiment, iteration, lake_rows, shard=_shard(f"{config.name}-{result.model_version}")
+        home,
+        "eval_samples",
+        experiment,
+        iteration,
+        [{**s, "eval_name": eval_set.eval_name, "model_version": result.model_version} for s in samples],
+        shard=shard,
     )
+    write_partition(home, "evals", experiment, iteration, lake_rows, shard=shard)
     return result
 
 
@@ -315,14 +335,15 @@ def load_checkpoint_policy(checkpoint: str | Path | dict[str, Any], device: str 
     return load_policy(spec, device=device)
 
 
-def _item_row(item: Any) -> dict[str, Any]:
+def item_row(item: Any) -> dict[str, Any]:
+    """The `items` table row of an item (its split included)."""
     return {
         "item_id": item.item_id,
         "task": item.task,
         "config_json": item.config,
         "seed": item.seed,
         "item_index": item.index,
-        "split": "eval",
+        "split": item.split,
         "difficulty_level": item.level,
         "question": item.question,
         "gold_answer": item.answer,

@@ -49,6 +49,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def check_port_free(port: int, option: str) -> None:
+    """A one-line error naming the option when a port on 127.0.0.1 is already taken."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            raise ServiceError(
+                f"port {port} on 127.0.0.1 is already taken: pick another with {option} or stop what listens there"
+            ) from None
+
+
 def _bin(name: str) -> str:
     candidate = Path(sys.executable).with_name(name)
     return str(candidate) if candidate.exists() else name
@@ -83,6 +94,8 @@ def start_prefect(home: Path, port: int | None = None, timeout: float = 120.0) -
     """Start a Prefect API server on loopback with its SQLite database under `<home>/prefect`."""
     root = home / "prefect"
     root.mkdir(parents=True, exist_ok=True)
+    if port:
+        check_port_free(port, "--prefect-port")
     port = port or free_port()
     env = {
         **os.environ,
@@ -102,6 +115,8 @@ def start_prefect(home: Path, port: int | None = None, timeout: float = 120.0) -
 
 def start_mlflow(home: Path, port: int | None = None, timeout: float = 120.0) -> Service:
     """Start an MLflow tracking server on loopback over `<home>/mlflow.db` and `<home>/mlartifacts`."""
+    if port:
+        check_port_free(port, "--mlflow-port")
     port = port or free_port()
     log = home / "mlflow-server.log"
     cmd = [
@@ -160,13 +175,22 @@ def recorded_services(home: Path) -> dict[str, Service]:
     return found
 
 
-def services_up(home: Path) -> dict[str, Service]:
+def services_up(home: Path, prefect_port: int | None = None, mlflow_port: int | None = None) -> dict[str, Service]:
     """Start Prefect and MLflow servers for `home` (reusing live ones) and record them."""
     services = recorded_services(home)
+    if prefect_port and "prefect" not in services:
+        check_port_free(prefect_port, "--prefect-port")
+    if mlflow_port and "mlflow" not in services:
+        check_port_free(mlflow_port, "--mlflow-port")
     if "prefect" not in services:
-        services["prefect"] = start_prefect(home)
+        services["prefect"] = start_prefect(home, prefect_port)
     if "mlflow" not in services:
-        services["mlflow"] = start_mlflow(home)
+        try:
+            services["mlflow"] = start_mlflow(home, mlflow_port)
+        except ServiceError:
+            if "prefect" not in recorded_services(home):
+                stop(services.pop("prefect"))
+            raise
     _registry(home).write_text(json.dumps({k: asdict(v) for k, v in services.items()}, indent=2))
     return services
 

@@ -50,7 +50,7 @@ def local_cluster(workers: int | None = None, gpus: int = 0, memory_limit: str |
             n_workers=n,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # a free port: no clash with another cluster
             memory_limit=memory_limit,
             **quiet,
         )
@@ -71,7 +71,7 @@ def local_cluster(workers: int | None = None, gpus: int = 0, memory_limit: str |
         }
         for i in range(n)
     }
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": None}}
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
     return SpecCluster(workers=specs, scheduler=scheduler, **quiet)
 
 

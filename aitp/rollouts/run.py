@@ -93,12 +93,14 @@ def run_rollouts(
     device: str | None = None,
     workers: int | None = None,
     on_progress: Progress | None = None,
+    system_prompt: str | None = None,
 ) -> list[dict[str, Any]]:
     """Sample and score `group_size` completions per item on Dask; one row per sample, in item order.
 
     `client` is a `distributed.Client`, a scheduler address, or None for a local cluster of `workers`
     processes started (and closed) for this call. `max_token_length` (default `params.max_tokens`)
     sets the length penalty. `on_progress(items_done, items_total)` is called as shards finish.
+    `system_prompt` replaces the environment's (short prompts matter for small byte-level models).
     """
     if not items:
         return []
@@ -117,6 +119,7 @@ def run_rollouts(
             params=ctx_params,
             max_token_length=max_token_length or params.max_tokens,
             device=load_on,
+            system_prompt=system_prompt,
         )
         shards = cut_shards([item.to_dict() for item in items], shard_size or default_shard_size(len(items)))
         return _gather(dask, shards, policy, ctx, retries, resources, len(items), on_progress)

@@ -20,7 +20,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from aitp.envs.groups import ScoredGroup, score_group
 from aitp.envs.items import Item
-from aitp.envs.prompt import build_messages
+from aitp.envs.prompt import SYSTEM_PROMPT, build_messages
 from aitp.policies.base import Completion, Messages, Policy, SamplingParams
 from aitp.rollouts.shards import group_id, sample_seed
 from aitp.tokenizer import load_token_counter
@@ -42,6 +42,8 @@ class RolloutContext:
     params: SamplingParams
     max_token_length: int
     device: str | None = None
+    system_prompt: str | None = None
+    """None: the environment's system prompt."""
 
 
 def spec_as_dict(spec: PolicySpec) -> dict[str, Any]:
@@ -133,7 +135,8 @@ def rollout_shard(item_dicts: list[dict[str, Any]], spec: PolicySpec, ctx: Rollo
     """Sample a group for each item of a shard, score it, and return one row per sample."""
     policy = load_cached_policy(spec, ctx.device)
     items = [Item.from_dict(d) for d in item_dicts]
-    prompts = [build_messages(item) for item in items]
+    system = SYSTEM_PROMPT if ctx.system_prompt is None else ctx.system_prompt
+    prompts = [build_messages(item, system) for item in items]
     seeds = [sample_seed(item.item_id, ctx.seed, ctx.iteration) for item in items]
     start = time.perf_counter()
     groups = policy.sample(prompts, ctx.params, seeds)

@@ -1,0 +1,203 @@
+"""`aitp run` (the loop under Prefect, with a live display) and `aitp services up|down|status`.
+
+Everything a run writes goes under `--home`: the lake, `mlflow.db`, artifacts, checkpoints and the
+Prefect server's database. Without `PREFECT_API_URL`, a Prefect server is started on loopback for
+the run and stopped after it (or the one `aitp services up` recorded is used). Bad input (config,
+experiment, home) is refused before any service starts, so nothing is half-written. Prefect is
+imported only inside the command: the library itself never imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from aitp.cli.app import app
+from aitp.errors import AitpError, BadInputError
+
+services_app = typer.Typer(help="Local Prefect and MLflow servers for a home.", no_args_is_help=True)
+app.add_typer(services_app, name="services")
+
+HOME_HELP = "Home directory for everything the run writes (default: $AITP_HOME, else ./data)."
+
+
+def writable_home(home: Path | None) -> Path:
+    """The resolved home, checked writable with a probe file (a one-line error otherwise)."""
+    from aitp.home import resolve_home
+
+    try:
+        root = resolve_home(home)
+        probe = root / f".aitp-write-probe-{os.getpid()}"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        where = home if home is not None else os.environ.get("AITP_HOME", "./data")
+        raise BadInputError(
+            f"home directory {where} is not writable ({exc.strerror or exc}): pass --home DIR for a directory you "
+            "can write"
+        ) from None
+    return root
+
+
+class LiveDisplay:
+    """Prints stage timings, rollout progress and each iteration's held-out pass rates as they happen."""
+
+    def __init__(self, stream: Any = sys.stdout) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.t0 = time.perf_counter()
+
+    def _print(self, text: str) -> None:
+        clock = time.perf_counter() - self.t0
+        self.stream.write(f"\r[{clock // 60:3.0f}:{clock % 60:04.1f}] {text}\n")
+        self.stream.flush()
+
+    def __call__(self, kind: str, p: dict[str, Any]) -> None:
+        if kind == "stage" and p["state"] == "done":
+            self._print(f"iter {p['iteration']:>2}  {p['stage']:<22} {p['seconds']:6.1f}s")
+        elif kind == "progress" and self.tty:
+            self.stream.write(f"\r          iter {p['iteration']:>2}  rollouts {p['done']}/{p['total']} items ")
+            self.stream.flush()
+        elif kind == "rollouts":
+            self._print(
+                f"iter {p['iteration']:>2}  kept {p['kept_groups']}/{p['groups']} groups, "
+                f"sample pass rate {p['sample_pass_rate'] or 0.0:.3f}"
+            )
+        elif kind == "iteration":
+            self._iteration(p)
+
+    def _iteration(self, p: dict[str, Any]) -> None:
+        row, metrics = p["row"], p.get("eval") or {}
+        if p.get("reused"):
+            self._print(f"iter {p['iteration']:>2}  already done: champion pass rate {row.get('champion_pass_rate')}")
+            return
+        tasks = sorted({k.split("/")[0] for k in metrics if k.endswith("/pass_rate") and not k.startswith("level_")})
+        per_task = "  ".join(f"{t} {metrics[f'{t}/pass_rate']:.2f}" for t in tasks)
+        verdict = "promoted" if row.get("promoted") else "kept champion"
+        model = row.get("eval_pass_rate")
+        shown = f"{model:.3f}" if model is not None else "-"
+        self._print(
+            f"iter {p['iteration']:>2}  held-out {shown} ({per_task or 'not trained'})  {verdict}; "
+            f"champion v{row.get('champion_version')} {row.get('champion_pass_rate') or 0.0:.3f}"
+        )
+
+
+def _prefect_env(home: Path, verbose: bool) -> None:
+    """Client-side Prefect settings, before Prefect is imported: state under <home>, quiet console."""
+    os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
+    if not verbose:
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_FLOW_RUNS_LEVEL", "WARNING")
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_TASK_RUNS_LEVEL", "WARNING")
+
+
+def _drain_prefect() -> None:
+    """Send Prefect's queued logs and events before the server it talks to stops."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all()
+    EventsWorker.drain_all()
+
+
+@app.command("run")
+def run_command(
+    config: Path | None = typer.Option(None, help="Loop config YAML (default: configs/quickstart.yaml)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config key, e.g. --set iterations=2 (repeatable)."),
+    home: Path | None = typer.Option(None, help=HOME_HELP),
+    resume: str | None = typer.Option(None, help="Continue this experiment at its first stage not committed."),
+    new_version: bool = typer.Option(False, "--new-version", help="Accept a changed config for an experiment."),
+    iterations: int | None = typer.Option(None, min=0, help="Run up to this iteration (default: the config's)."),
+    dask_address: str | None = typer.Option(None, help="Existing Dask scheduler (default: a local cluster)."),
+    report: bool = typer.Option(True, help="Write the HTML report at the end."),
+    verbose: bool = typer.Option(False, help="Show Prefect's own logs on the console."),
+) -> None:
+    """Run the loop (eval -> filter -> train -> promote) as Prefect flow runs, one per iteration."""
+    from aitp.loop.experiment import check_experiment, experiment_config
+    from aitp.services import apply_offline_env, prefect_api
+
+    root = writable_home(home)
+    cfg = experiment_config(root, str(config) if config else None, list(set_), resume)
+    check_experiment(root, cfg, new_version)
+    apply_offline_env()
+    _prefect_env(root, verbose)
+    display = LiveDisplay()
+    print(f"experiment {cfg.experiment}: {len(cfg.tasks)} tasks, iterations 0..{cfg.iterations}; home {root}")
+    with prefect_api(root) as url:
+        print(f"Prefect API {url}")
+        from flows.loop import LISTENERS, loop_flow
+
+        LISTENERS.append(display)
+        try:
+            loop_flow.with_options(flow_run_name=f"{cfg.experiment}-loop")(
+                config=str(config) if config else None,
+                overrides=list(set_),
+                home=str(root),
+                resume=resume,
+                iterations=iterations,
+                new_version=new_version,
+                dask_address=dask_address,
+            )
+        finally:
+            LISTENERS.remove(display)
+            _drain_prefect()
+    _finish(root, cfg.experiment, report)
+
+
+def _finish(root: Path, experiment: str, report: bool) -> None:
+    from aitp.loop.stats import champion_gain
+
+    try:
+        gain = champion_gain(root, experiment)
+        print(f"last champion vs first: {gain.rate_a:.3f} -> {gain.rate_b:.3f}, gain {gain}")
+    except AitpError as exc:
+        print(f"no champion gain to show: {exc}")
+    if report:
+        from aitp.report.html import write_report
+
+        out = write_report(root, experiment, root / "reports" / f"{experiment}.html")
+        print(f"report {out}")
+
+
+@services_app.command("up")
+def services_up_command(
+    home: Path | None = typer.Option(None, help=HOME_HELP),
+    prefect_port: int | None = typer.Option(None, help="Port of the Prefect server (default: a free one)."),
+    mlflow_port: int | None = typer.Option(None, help="Port of the MLflow server (default: a free one)."),
+) -> None:
+    """Start a Prefect server and an MLflow server for a home (on 127.0.0.1) and print their URLs."""
+    from aitp.services import services_up
+
+    root = writable_home(home)
+    services = services_up(root, prefect_port=prefect_port, mlflow_port=mlflow_port)
+    for name, service in services.items():
+        print(f"{name}\t{service.url}\tpid {service.pid}")
+    print(f"export PREFECT_API_URL={services['prefect'].url} MLFLOW_TRACKING_URI={services['mlflow'].url}")
+
+
+@services_app.command("down")
+def services_down_command(home: Path | None = typer.Option(None, help=HOME_HELP)) -> None:
+    """Stop the servers `aitp services up` started for a home."""
+    from aitp.home import resolve_home
+    from aitp.services import services_down
+
+    stopped = services_down(resolve_home(home))
+    print("stopped " + (", ".join(stopped) if stopped else "nothing (no services recorded)"))
+
+
+@services_app.command("status")
+def services_status_command(home: Path | None = typer.Option(None, help=HOME_HELP)) -> None:
+    """Show the servers recorded for a home that still answer."""
+    from aitp.home import resolve_home
+    from aitp.services import recorded_services
+
+    found = recorded_services(resolve_home(home))
+    for name, service in found.items():
+        print(f"{name}\t{service.url}\tpid {service.pid}")
+    if not found:
+        print("no services running for this home: start them with aitp services up")

@@ -1,0 +1,137 @@
+"""The whole loop as one typed config: tasks, the starting policy, rollouts, training, eval, promotion.
+
+`aitp run --config FILE --set key=value` loads it (YAML -> `LoopConfig`); its hash, with the code
+version, is the version of every iteration's flow run, so two runs that share a hash ran the same
+recipe. Iteration 0 is the warm start (training on demonstrations); iterations 1..N self-train on
+the champion's own kept samples.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from aitp.evaluate import EvalConfig
+from aitp.filtering import SEED_THRESHOLD
+from aitp.registry.store import PromotionConfig
+from aitp.train.config import TrainConfig
+
+
+class TaskSpec(BaseModel):
+    """One reasoning-gym task and the overrides of its dataset config."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class RolloutConfig(BaseModel):
+    """How the champion samples groups of answers on train items."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items_per_task: int = Field(150, ge=1)
+    """Train items per task rolled out in each self-training iteration."""
+    fresh_items: bool = True
+    """Each iteration rolls out on items not used before (else on the demonstration items again)."""
+    group_size: int = Field(8, ge=1)
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(64, ge=1)
+    threshold: float = SEED_THRESHOLD
+    """A group is kept when a sample scores above this (the seed's rollout_save_score_threshold); training
+    then takes the kept samples above it (it replaces the train configs' own threshold)."""
+    chunk_items: int = Field(150, ge=1)
+    """Items per committed chunk: the unit of resume (a Prefect task each), fanned out over Dask shards."""
+    shard_size: int | None = Field(None, ge=1)
+    """Items per Dask task (None: sized to the cluster)."""
+    workers: int | None = Field(None, ge=1)
+    """Local Dask worker processes (None: one per core); ignored with a scheduler address."""
+    dask_address: str | None = None
+    """An existing Dask scheduler (tcp://host:8786); None starts a local cluster for the run."""
+
+
+class LoopEvalConfig(BaseModel):
+    """The fixed held-out set every model is compared on (its tasks are the loop's tasks)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field("heldout", pattern=r"^[A-Za-z0-9_-]+$")
+    n_per_task: int = Field(100, ge=1)
+    temperature: float = Field(0.0, ge=0.0)
+    max_tokens: int = Field(64, ge=1)
+    batch_size: int = Field(64, ge=1)
+
+
+class LoopConfig(BaseModel):
+    """An experiment: what it learns from, how each stage runs, and when it stops."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    experiment: str = Field("quickstart", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    seed: int = 0
+    """Seeds items, the held-out set, initialisation, sampling and training."""
+    iterations: int = Field(4, ge=0)
+    """Self-training iterations after the warm start (iteration 0)."""
+    target_pass_rate: float | None = Field(None, ge=0.0, le=1.0)
+    """Stop early once the champion's held-out pass rate reaches this."""
+    policy: str | dict[str, Any] = "tiny"
+    """The starting policy: any spec of aitp.policies.loading (tiny, smollm2, a path, a dict)."""
+    device: str | None = None
+    """Where training and local sampling run (None: cuda if present, else cpu)."""
+    system_prompt: str | None = None
+    """One system prompt for rollouts, demonstrations and eval (None: the environment's)."""
+    tasks: list[TaskSpec] = Field(min_length=1)
+    demonstrations_per_task: int = Field(150, ge=0)
+    """Train items whose gold answers the warm start imitates (0: no warm start, iteration 0 self-trains)."""
+    rollouts: RolloutConfig = Field(default_factory=RolloutConfig)
+    warm_start: TrainConfig = Field(default_factory=lambda: TrainConfig(demonstrations_only=True))
+    """Iteration 0's training (demonstrations_only)."""
+    self_train: TrainConfig = Field(default_factory=TrainConfig)
+    """Iterations 1..N; demonstrations_only here makes the control (no rollouts, demonstrations again)."""
+    eval: LoopEvalConfig = Field(default_factory=LoopEvalConfig)
+    promotion: PromotionConfig = Field(default_factory=PromotionConfig)
+    mode: Literal["self_train", "control"] = "self_train"
+    """Informational label shown in reports; the control is defined by self_train.demonstrations_only."""
+
+    @model_validator(mode="after")
+    def _check(self) -> LoopConfig:
+        names = [t.name for t in self.tasks]
+        if len(set(names)) != len(names):
+            raise ValueError("tasks must be distinct: merge the duplicate entries")
+        if self.demonstrations_per_task == 0 and self.warm_start.demonstrations_only:
+            raise ValueError("demonstrations_per_task is 0 but warm_start trains on demonstrations only")
+        return self
+
+    def task_config(self, name: str) -> dict[str, Any]:
+        return next(t.config for t in self.tasks if t.name == name)
+
+    def eval_config(self) -> EvalConfig:
+        """The EvalConfig of the held-out set: the loop's tasks and their configs, greedy by default."""
+        return EvalConfig(
+            name=self.eval.name,
+            tasks=[t.name for t in self.tasks],
+            task_configs={t.name: t.config for t in self.tasks if t.config},
+            n_per_task=self.eval.n_per_task,
+            seed=self.seed,
+            temperature=self.eval.temperature,
+            max_tokens=self.eval.max_tokens,
+            batch_size=self.eval.batch_size,
+            system_prompt=self.system_prompt,
+        )
+
+    def train_config(self, iteration: int) -> TrainConfig:
+        """The training of an iteration, seeded per iteration so reruns train the same model."""
+        base = self.warm_start if iteration == 0 else self.self_train
+        update: dict[str, Any] = {"seed": self.seed * 1000 + iteration, "threshold": self.rollouts.threshold}
+        if self.system_prompt is not None:
+            update["system_prompt"] = self.system_prompt
+        if iteration > 0 and base.demonstrations_only:
+            update["data_iterations"] = "all"  # the control: the warm start's demonstrations again
+        return base.model_copy(update=update)
+
+    def rolls_out(self, iteration: int) -> bool:
+        """Whether the iteration samples rollouts (not the warm start, not a demonstrations-only control)."""
+        return not self.train_config(iteration).demonstrations_only

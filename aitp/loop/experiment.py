@@ -1,0 +1,123 @@
+"""An experiment's recorded config: the first run pins it; a changed config needs `--new-version`.
+
+`<home>/experiments/<name>/config.json` lists the config versions an experiment ran with. A run
+under an existing name with the same config continues it; with another config it is refused
+(naming the keys that changed) unless the caller asks for a new version, which then applies to
+the iterations not yet finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from aitp.configs import ConfigError, apply_overrides, config_hash, explain, load_config
+from aitp.errors import AitpError, BadInputError
+from aitp.loop.config import LoopConfig
+from aitp.loop.stages import ExperimentConfigError, LoopRun, now
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
+"""The embedded default: the quickstart of the checkout aitp runs from."""
+
+
+class UnknownExperimentError(AitpError):
+    """A --resume of an experiment that was never started under this home."""
+
+
+def _record_path(home: Path, experiment: str) -> Path:
+    return home / "experiments" / experiment / "config.json"
+
+
+def _write_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _flat(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for key, value in obj.items():
+            out.update(_flat(value, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): obj}
+
+
+def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Dotted keys whose values differ between two configs."""
+    a, b = _flat(old), _flat(new)
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+def known_experiments(home: Path) -> list[str]:
+    root = home / "experiments"
+    return sorted(p.name for p in root.iterdir() if (p / "config.json").exists()) if root.exists() else []
+
+
+def check_experiment(home: Path, config: LoopConfig, new_version: bool = False) -> dict[str, Any]:
+    """The experiment's record; an error when it ran with another config and no new version is asked for."""
+    path = _record_path(home, config.experiment)
+    data = json.loads(path.read_text()) if path.exists() else {"experiment": config.experiment, "versions": []}
+    versions = data["versions"]
+    if versions and versions[-1]["hash"] != config_hash(config) and not new_version:
+        keys = changed_keys(versions[-1]["config"], config.model_dump(mode="json"))
+        shown = ", ".join(keys[:5]) + (" …" if len(keys) > 5 else "")
+        raise ExperimentConfigError(
+            f"experiment '{config.experiment}' exists with another config (changed: {shown}): continue it with "
+            f"`aitp run --resume {config.experiment}`, pick another experiment name, or pass --new-version"
+        )
+    return data
+
+
+def open_experiment(
+    home: Path, config: LoopConfig, new_version: bool = False, tracking_uri: str | None = None
+) -> LoopRun:
+    """Start or continue an experiment with this config; refuse a changed config without `new_version`."""
+    data = check_experiment(home, config, new_version)
+    digest, versions = config_hash(config), data["versions"]
+    if not versions or versions[-1]["hash"] != digest:
+        versions.append(
+            {
+                "version": len(versions) + 1,
+                "hash": digest,
+                "config": config.model_dump(mode="json"),
+                "created_at": now().isoformat(),
+            }
+        )
+        _write_atomic(_record_path(home, config.experiment), data)
+    return LoopRun(home, config, digest, tracking_uri=tracking_uri)
+
+
+def resume_config(home: Path, experiment: str) -> LoopConfig:
+    """The latest config an experiment ran with, for `aitp run --resume`."""
+    path = _record_path(home, experiment)
+    if not path.exists():
+        known = known_experiments(home)
+        raise UnknownExperimentError(
+            f"no experiment '{experiment}' under {home}: known are {', '.join(known) or 'none'} "
+            "(start one with aitp run --config FILE, or pass the --home it ran under)"
+        )
+    data = json.loads(path.read_text())
+    return LoopConfig.model_validate(data["versions"][-1]["config"])
+
+
+def experiment_config(root: Path, config: str | None, overrides: list[str], resume: str | None) -> LoopConfig:
+    """The config to run: a resumed experiment's (with overrides applied), else the file's, else the default."""
+    if not resume:
+        return load_config(LoopConfig, config or DEFAULT_CONFIG, overrides)
+    if config:
+        raise BadInputError("pass either --config FILE or --resume EXPERIMENT, not both")
+    resumed = resume_config(root, resume).model_dump(mode="json")
+    return _validated(apply_overrides(resumed, overrides, LoopConfig))
+
+
+def _validated(data: dict[str, Any]) -> LoopConfig:
+    try:
+        return LoopConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(explain(exc)) from None

@@ -1,0 +1,99 @@
+"""Is a gain real? A paired bootstrap over eval items of two models' held-out pass rates.
+
+Both models answered the same fixed questions (the experiment's pinned eval set), so the gain is
+measured per item and the items are resampled: far tighter than comparing two independent
+intervals, and honest about which questions moved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aitp.errors import AitpError
+
+
+@dataclass(frozen=True)
+class PairedGain:
+    """Pass rate of b minus a on the same items, with its paired-bootstrap 95% interval."""
+
+    model_a: str
+    model_b: str
+    n_items: int
+    rate_a: float
+    rate_b: float
+    gain: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return f"{self.gain:+.3f} (95% {self.low:+.3f} to {self.high:+.3f}, {self.n_items} items)"
+
+
+def per_item_pass(home: str | Path, experiment: str, model: str, eval_name: str | None = None) -> dict[str, float]:
+    """Item id -> share of the model's eval samples that passed (latest evaluation of each item)."""
+    from aitp.lake import connect
+
+    con = connect(home)
+    try:
+        rows = con.execute(
+            """SELECT item_id, avg(CASE WHEN passed THEN 1.0 ELSE 0.0 END) FROM eval_samples
+               WHERE experiment = $e AND model_version = $m AND ($n IS NULL OR eval_name = $n)
+               GROUP BY item_id""",
+            {"e": experiment, "m": model, "n": eval_name},
+        ).fetchall()
+    finally:
+        con.close()
+    return {item: float(p) for item, p in rows}
+
+
+def paired_bootstrap(a: np.ndarray, b: np.ndarray, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of b - a and the 2.5% / 97.5% quantiles of its bootstrap over paired items."""
+    diff = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = diff[rng.integers(0, len(diff), size=(n_boot, len(diff)))].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(diff.mean()), float(low), float(high)
+
+
+def paired_gain(
+    home: str | Path, experiment: str, model_a: str, model_b: str, eval_name: str | None = None, n_boot: int = 10_000
+) -> PairedGain:
+    """The held-out gain of model b over model a, paired over the eval items both answered."""
+    pa_, pb = per_item_pass(home, experiment, model_a, eval_name), per_item_pass(home, experiment, model_b, eval_name)
+    items = sorted(set(pa_) & set(pb))
+    if not items:
+        raise AitpError(
+            f"models {model_a} and {model_b} share no evaluated items in experiment '{experiment}': "
+            "evaluate both on the experiment's eval set first"
+        )
+    a, b = np.array([pa_[i] for i in items]), np.array([pb[i] for i in items])
+    gain, low, high = paired_bootstrap(a, b, n_boot)
+    return PairedGain(model_a, model_b, len(items), float(a.mean()), float(b.mean()), gain, low, high)
+
+
+def champion_gain(home: str | Path, experiment: str) -> PairedGain:
+    """The last champion over the first one (the warm start's), from the lake's `iterations` rows."""
+    from aitp.lake import connect
+
+    con = connect(home)
+    try:
+        champions = [
+            r[0]
+            for r in con.execute(
+                """SELECT champion_model FROM iterations WHERE experiment = $e AND champion_model IS NOT NULL
+                   ORDER BY iteration""",
+                {"e": experiment},
+            ).fetchall()
+        ]
+    finally:
+        con.close()
+    if not champions:
+        raise AitpError(f"experiment '{experiment}' has no champion yet: run at least its first iteration")
+    return paired_gain(home, experiment, champions[0], champions[-1])

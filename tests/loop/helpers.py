@@ -1,0 +1,152 @@
+"""A miniature loop config and the means to run `aitp run` as a real process (and kill it)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+AITP = [sys.executable, "-m", "aitp.cli"]
+
+MINI = {
+    "experiment": "mini",
+    "seed": 3,
+    "iterations": 1,
+    "device": "cpu",
+    "system_prompt": "Answer in <answer></answer>.",
+    "policy": {
+        "backend": "tiny",
+        "seed": 0,
+        "config": {"n_layer": 1, "n_head": 2, "n_kv_head": 1, "d_model": 32, "max_seq_len": 192},
+    },
+    "tasks": [
+        {
+            "name": "basic_arithmetic",
+            "config": {
+                "min_terms": 2,
+                "max_terms": 2,
+                "min_digits": 1,
+                "max_digits": 1,
+                "operators": ["+"],
+                "allow_parentheses": False,
+                "allow_negation": False,
+            },
+        },
+        {"name": "leg_counting", "config": {"min_animals": 1, "max_animals": 1}},
+    ],
+    "demonstrations_per_task": 6,
+    # threshold -1 keeps every group, so iteration 1 always has something to train on
+    "rollouts": {
+        "items_per_task": 4,
+        "group_size": 2,
+        "max_tokens": 8,
+        "chunk_items": 1,
+        "workers": 1,
+        "threshold": -1,
+    },
+    "warm_start": {"demonstrations_only": True, "steps": 4, "batch_size": 4, "max_len": 128},
+    "self_train": {"steps": 150, "batch_size": 4, "max_len": 128},
+    "eval": {"n_per_task": 4, "max_tokens": 8},
+}
+
+
+def write_config(path: Path, **changes: object) -> Path:
+    """The miniature config as YAML, with top-level keys changed."""
+    path.write_text(yaml.safe_dump({**MINI, **changes}, sort_keys=False))
+    return path
+
+
+def env(prefect_url: str | None = None, **extra: str) -> dict[str, str]:
+    """The environment of an `aitp` subprocess: one thread per process, a given Prefect server."""
+    out = dict(os.environ)
+    out.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1", **extra)
+    out.pop("MLFLOW_TRACKING_URI", None)
+    if prefect_url:
+        out["PREFECT_API_URL"] = prefect_url
+    return out
+
+
+def run_aitp(args: list[str], environ: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(AITP + args, env=environ, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def run_and_kill(args: list[str], environ: dict[str, str], when: Callable[[], bool], timeout: float = 600) -> str:
+    """Start `aitp ...` in its own process group and SIGKILL the whole group once `when()` holds."""
+    log = subprocess.Popen(
+        AITP + args,
+        env=environ,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while not when():
+            if log.poll() is not None:
+                raise AssertionError(f"aitp exited ({log.returncode}) before the kill point:\n{log.stdout.read()}")
+            if time.monotonic() > deadline:
+                raise AssertionError("the kill point never came")
+            time.sleep(0.02)
+        os.killpg(log.pid, signal.SIGKILL)
+    finally:
+        if log.poll() is None:
+            os.killpg(log.pid, signal.SIGKILL)
+        log.wait(timeout=30)
+    return log.stdout.read()
+
+
+def weights_hash(checkpoint: str | Path) -> str:
+    """The content hash of a checkpoint's weights alone (its training record holds times)."""
+    digest = hashlib.sha256()
+    for f in sorted(Path(checkpoint).glob("*.safetensors")):
+        digest.update(f.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def lake_counts(home: Path, experiment: str) -> dict[str, int]:
+    """Rows per lake table of an experiment."""
+    from aitp.lake import connect
+
+    con = connect(home)
+    try:
+        tables = ("items", "rollouts", "evals", "eval_samples", "iterations")
+        return {
+            t: con.execute(f"SELECT count(*) FROM {t} WHERE experiment = $e", {"e": experiment}).fetchone()[0]
+            for t in tables
+        }
+    finally:
+        con.close()
+
+
+def champion_weights(home: Path, experiment: str) -> tuple[str, str]:
+    """The champion's registry version and weights hash."""
+    from aitp.registry import Registry
+
+    registry = Registry(home)
+    champion = registry.get(experiment, "champion")
+    return champion.version, weights_hash(registry.checkpoint_path(champion))
+
+
+def prefect_read(url: str, read: Callable) -> object:
+    """Run `read(client)` (a coroutine function) against the Prefect API at url."""
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    async def go():
+        async with get_client() as client:
+            return await read(client)
+
+    with temporary_settings({PREFECT_API_URL: url}):
+        return asyncio.run(go())

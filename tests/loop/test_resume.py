@@ -1,0 +1,69 @@
+"""The main job SIGKILLed during rollouts, and again during training, then resumed, ends like an uninterrupted run."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from aitp.lake import committed_shards
+from aitp.loop.experiment import resume_config
+from aitp.loop.stages import LoopRun, iteration_row
+from aitp.train.checkpoint import CheckpointError, checkpoint_dir, verify_checkpoint
+from tests.loop.helpers import MINI, champion_weights, env, lake_counts, run_aitp, run_and_kill
+
+CHUNKS = len(MINI["tasks"]) * MINI["rollouts"]["items_per_task"] // MINI["rollouts"]["chunk_items"]
+
+
+def _run_args(config: Path, home: Path) -> list[str]:
+    return ["run", "--config", str(config), "--home", str(home), "--no-report"]
+
+
+def _resume(home: Path, prefect_server: str) -> None:
+    done = run_aitp(["run", "--resume", "mini", "--home", str(home), "--no-report"], env(prefect_server))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _complete(path: Path) -> bool:
+    try:
+        verify_checkpoint(path)
+        return True
+    except CheckpointError:
+        return False
+
+
+def test_killed_during_rollouts_then_resumed(baseline, prefect_server, tmp_path):
+    home0, config, _ = baseline
+    home = tmp_path / "home"
+    seen: list[int] = []
+
+    def mid_rollouts() -> bool:
+        if not (home / "lake").exists():
+            return False
+        seen[:] = [len(committed_shards(home, "rollouts", "mini", 1))]
+        return seen[0] >= 1
+
+    run_and_kill(_run_args(config, home), env(prefect_server), mid_rollouts)
+    assert 1 <= len(committed_shards(home, "rollouts", "mini", 1)) < CHUNKS  # killed between chunk commits
+    _resume(home, prefect_server)
+    assert lake_counts(home, "mini") == lake_counts(home0, "mini")
+    assert champion_weights(home, "mini") == champion_weights(home0, "mini")
+
+
+def test_killed_during_training_then_resumed(baseline, prefect_server, tmp_path):
+    home0, config, _ = baseline
+    home = tmp_path / "home"
+    started: list[float] = []
+
+    def mid_training() -> bool:  # iteration 1 recorded its rollouts and went on to train
+        if started:
+            return time.monotonic() - started[0] > 0.8
+        row = iteration_row(LoopRun(home, resume_config(home, "mini"), ""), 1) if (home / "lake").exists() else None
+        if row and row.get("stage") == "rollouts":
+            started.append(time.monotonic())
+        return False
+
+    run_and_kill(_run_args(config, home), env(prefect_server), mid_training)
+    assert not _complete(checkpoint_dir(home, "mini", 1))  # killed before the checkpoint was published
+    _resume(home, prefect_server)
+    assert lake_counts(home, "mini") == lake_counts(home0, "mini")
+    assert champion_weights(home, "mini") == champion_weights(home0, "mini")

@@ -4,8 +4,8 @@ from aitp.cli import demo, envs  # noqa: F401
 from aitp.cli import lake as _lake  # noqa: F401
 from aitp.cli import prove as _prove  # noqa: F401
 from aitp.cli import report as _report  # noqa: F401
-from aitp.cli import run as _run  # noqa: F401
 from aitp.cli import rollout as _rollout  # noqa: F401
+from aitp.cli import run as _run  # noqa: F401
 from aitp.cli import train as _train  # noqa: F401
 from aitp.cli.app import app, run_app
 

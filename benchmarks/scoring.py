@@ -48,7 +48,10 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8)
     args = parser.parse_args()
     cores = os.cpu_count() or 1
-    print(f"| task | items/s (1 proc) | items/s ({cores} procs) | ratio | groups/s (1 proc) | groups/s ({cores} procs) | ratio |")
+    print(
+        f"| task | items/s (1 proc) | items/s ({cores} procs) | ratio "
+        f"| groups/s (1 proc) | groups/s ({cores} procs) | ratio |"
+    )
     print("|---|---|---|---|---|---|---|")
     pool = ProcessPoolExecutor(cores)
     list(pool.map(_generate, [("gcd", 1, k) for k in range(cores)]))  # start and import in every process
@@ -61,7 +64,8 @@ def main() -> None:
         sn, _ = _timed(_score, score_jobs, pool)
         n = sum(len(r) for r in records)
         print(
-            f"| {task} | {n / t1:,.0f} | {n / tn:,.0f} | {t1 / tn:.2f}x | {n / s1:,.0f} | {n / sn:,.0f} | {s1 / sn:.2f}x |"
+            f"| {task} | {n / t1:,.0f} | {n / tn:,.0f} | {t1 / tn:.2f}x "
+            f"| {n / s1:,.0f} | {n / sn:,.0f} | {s1 / sn:.2f}x |"
         )
     pool.shutdown()
 

@@ -2,11 +2,12 @@
 # Install the theorem provers aitp's proving backends use (Debian/Ubuntu), idempotently:
 #   coq                      -> the Coq backend (coqidetop) and the coq-stdlib theorem set (libcoq-stdlib)
 #   hol-light + libnum-ocaml -> the HOL Light backend and the hol-core theorem set
+#   chromium + chromium-driver -> headless browser tests of `aitp viz proof` pages (selenium)
 # Usage: scripts/install_provers.sh          (as root, or with sudo available)
 # LeanDojo is a Python extra (`pip install 'aitp[lean]'`) plus a Lean toolchain; it is not installed here.
 set -euo pipefail
 
-packages=(coq hol-light libnum-ocaml-dev ocaml-compiler-libs)
+packages=(coq hol-light libnum-ocaml-dev ocaml-compiler-libs chromium chromium-driver)
 missing=()
 for pkg in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
@@ -36,4 +37,5 @@ command -v coqidetop.opt >/dev/null 2>&1 || command -v coqidetop >/dev/null 2>&1
   exit 1
 }
 test -f /usr/share/hol-light/hol.ml || { echo "error: /usr/share/hol-light/hol.ml missing after installing hol-light" >&2; exit 1; }
+command -v chromedriver >/dev/null 2>&1 || { echo "error: chromedriver missing after installing chromium-driver" >&2; exit 1; }
 echo "provers installed: ${packages[*]}"

@@ -7,6 +7,7 @@ from aitp.cli import report as _report  # noqa: F401
 from aitp.cli import rollout as _rollout  # noqa: F401
 from aitp.cli import run as _run  # noqa: F401
 from aitp.cli import train as _train  # noqa: F401
+from aitp.cli import viz as _viz  # noqa: F401
 from aitp.cli.app import app, run_app
 
 __all__ = ["app", "main"]

@@ -8,6 +8,10 @@ extended again, and a replaced (crashed) coqidetop rebuilds states lazily from t
 
 The final check starts a fresh theorem with the original statement, replays the extracted proof
 with braces, and must pass `Qed`; a proof that gives up or shelves goals never counts.
+
+The theorem is a loaded stdlib lemma, so before its goal is stated it and the hinted library
+lemmas after it are removed from the hint databases (`coq_hints`), and tactics naming it are
+rejected: `auto` must not prove a lemma by applying the lemma.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import signal
 import time
 from dataclasses import dataclass
 
+from aitp.proving.coq_hints import hidden_hints, located_constant, parse_hint_dump, remove_hints_sentence
 from aitp.proving.coq_protocol import COQ_INSTALL_HINT, CoqError, CoqIdeTop, CoqTimeout, coqidetop_binary
 from aitp.proving.coq_tactics import parse_coq_tactic
 from aitp.proving.env import CheckResult, Goal, ProofStep, ProverEnv, TacticResult, Theorem
@@ -52,10 +57,12 @@ def coq_available() -> tuple[bool, str]:
     return True, ""
 
 
-def _opening(theorem: Theorem, name: str = GOAL_NAME) -> tuple[str, ...]:
-    require = (f"Require {theorem.module}.",) if theorem.module else ()
-    stmt = f"ltac:(let T := type of @{theorem.name} in exact T)"
-    return (*require, f"Theorem {name} : {stmt}.")
+def _require(theorem: Theorem) -> tuple[str, ...]:
+    return (f"Require {theorem.module}.",) if theorem.module else ()
+
+
+def _statement(theorem: Theorem, name: str) -> str:
+    return f"Theorem {name} : ltac:(let T := type of @{theorem.name} in exact T)."
 
 
 class CoqEnv(ProverEnv):
@@ -70,6 +77,9 @@ class CoqEnv(ProverEnv):
         if not ok:
             raise ProverUnavailableError(f"Coq backend unavailable: {why}")
         self._coq: CoqIdeTop | None = None
+        self._hint_dbs: dict[str, dict[str, frozenset[str]]] = {}  # module -> database -> printed names
+        self._located: dict[tuple[str, str], str | None] = {}  # (module, printed name) -> full name
+        self._library: frozenset[str] = frozenset()
         self._start()
 
     # --- session -----------------------------------------------------------------------------
@@ -121,10 +131,34 @@ class CoqEnv(ProverEnv):
             self._coq.edit_at(tip)
             raise
 
+    # --- hints -------------------------------------------------------------------------------
+    def set_premises(self, premises: dict[str, list[str]]) -> None:
+        super().set_premises(premises)
+        self._library = frozenset(premises).union(*premises.values()) if premises else frozenset()
+
+    def _opening(self, theorem: Theorem, name: str = GOAL_NAME) -> tuple[str, ...]:
+        """Require the theorem's module, hide it (and later library lemmas) from hints, state it."""
+        require = _require(theorem)
+        self._goto(require)
+        state = self._doc[-1][1] if self._doc else self._base
+        module = theorem.module
+        if module not in self._hint_dbs:  # hint databases change only with the modules loaded
+            self._hint_dbs[module] = parse_hint_dump(self._coq.query("Print Hint *.", state))
+
+        def resolve(printed: str) -> str | None:
+            if (module, printed) not in self._located:
+                self._located[module, printed] = located_constant(self._coq.query(f"Locate {printed}.", state))
+            return self._located[module, printed]
+
+        premises = frozenset(self._premises.get(theorem.name, ()))
+        hidden = hidden_hints(theorem.name, self._hint_dbs[module], resolve, self._library, premises)
+        remove = remove_hints_sentence(hidden)
+        return (*require, *((remove,) if remove else ()), _statement(theorem, name))
+
     # --- protocol ------------------------------------------------------------------------------
     def open(self, theorem: Theorem) -> Goal:
-        path = _opening(theorem)
         try:
+            path = self._opening(theorem)
             self._goto(path)
         except CoqError as exc:
             raise UnknownTheoremError(f"Coq cannot open theorem '{theorem.name}': {exc}") from exc
@@ -175,8 +209,8 @@ class CoqEnv(ProverEnv):
             "Example aitp_same_statement : True := ltac:(let A := type of "
             f"{check} in let B := type of @{theorem.name} in constr_eq A B; exact I)."
         )
-        path = (*_opening(theorem, check), "Proof.", *body, "Qed.", same)
         try:
+            path = (*self._opening(theorem, check), "Proof.", *body, "Qed.", same)
             self._goto(path)
             ok, message = True, "Qed accepted; statement matches"
         except CoqError as exc:

@@ -1,9 +1,8 @@
 """Proof search traces as plain row dicts for the lake tables `proof_nodes`, `proof_edges`, `proofs`.
 
-Column names follow the lake's schemas where they overlap; the extra columns (critic values,
-expansion steps, hyperedge children, ...) carry what search analysis and training need. A
-hyperedge's children are listed in `child_node_ids`; `dst_node_id` holds them comma-joined so
-the structure survives a schema that only knows one destination.
+Every column is in the lake's schemas (critic values, expansion steps, hyperedge children, ...:
+what search analysis, training and `aitp viz proof` need). A hyperedge's children are listed in
+`child_node_ids`; `dst_node_id` holds them comma-joined for readers that know one destination.
 """
 
 from __future__ import annotations
@@ -135,15 +134,13 @@ def merge_rows(parts: list[dict[str, list[dict]]]) -> dict[str, list[dict]]:
 
 
 def write_traces(home, experiment: str, iteration: int, rows: dict[str, list[dict]], shard: str = "0") -> str:
-    """Commit the three tables to the lake (columns its schemas know), or JSONL files without a lake."""
+    """Commit the three tables to the lake (an unknown column is an error, never dropped), or JSONL without a lake."""
     try:
-        from aitp.lake import schema_of, write_partition
+        from aitp.lake import write_partition
     except ImportError:
         return _write_jsonl(home, experiment, iteration, rows, shard)
     for table in TRACE_TABLES:
-        known = set(schema_of(table).names)
-        kept = [{k: v for k, v in row.items() if k in known} for row in rows.get(table, [])]
-        write_partition(home, table, experiment, iteration, kept, shard=shard)
+        write_partition(home, table, experiment, iteration, rows.get(table, []), shard=shard)
     return f"lake tables {', '.join(TRACE_TABLES)} (experiment={experiment}, iteration={iteration}, shard={shard})"
 
 

@@ -45,3 +45,37 @@ def test_traces_are_committed_to_the_lake_and_replaced_on_rerun(result, tmp_path
     proofs = lake.read_partition(tmp_path, "proofs", "exp", 0)
     assert nodes.num_rows == len(rows["proof_nodes"]) and edges.num_rows == len(rows["proof_edges"])
     assert proofs.num_rows == 1 and proofs.column("verified").to_pylist() == [True]
+
+
+def test_search_statistics_land_in_the_lake(result, tmp_path):
+    lake = pytest.importorskip("aitp.lake")
+    write_traces(tmp_path, "exp", 0, trace_rows(result, "toy", experiment="exp", split="test"), shard="toy-htps")
+    nodes = lake.read_partition(tmp_path, "proof_nodes", "exp", 0).to_pylist()
+    edges = lake.read_partition(tmp_path, "proof_edges", "exp", 0).to_pylist()
+    [proof] = lake.read_partition(tmp_path, "proofs", "exp", 0).to_pylist()
+    by_id = {n["node_id"]: n for n in nodes}
+    [root] = [n for n in nodes if n["is_root"]]
+    assert root["expanded_at_step"] == 0 and root["parent_node_id"] is None
+    steps = sorted(n["expanded_at_step"] for n in nodes if n["expanded_at_step"] is not None)
+    assert steps == list(range(result.expansions))  # one expansion per step, none lost
+    for edge in edges:  # an edge runs when its goal is expanded; a goal it creates is expanded later
+        assert edge["step"] == by_id[edge["src_node_id"]]["expanded_at_step"]
+        assert edge["child_node_ids"] == (edge["dst_node_id"].split(",") if edge["dst_node_id"] else [])
+    for node in nodes:
+        if node["parent_node_id"] is not None and node["expanded_at_step"] is not None:
+            assert node["expanded_at_step"] > by_id[node["parent_node_id"]]["expanded_at_step"]
+    assert all(0 < n["critic_value"] <= 1 for n in nodes)  # HTPS scores every goal with its critic
+    assert all(n["search"] == "htps" and n["backend"] == "toy" and n["split"] == "test" for n in nodes)
+    assert any(e["visits"] and e["value_mean"] is not None for e in edges) and any(e["in_proof"] for e in edges)
+    assert proof["expansions"] == result.expansions and proof["prover_seconds"] == pytest.approx(result.prover_seconds)
+    assert proof["search"] == "htps" and proof["human_proof"] == "split..."
+
+
+def test_searches_without_a_critic_leave_it_null(tmp_path):
+    lake = pytest.importorskip("aitp.lake")
+    search = make_search("bestfs", SearchConfig(budget=Budget(expansions=10)))
+    found = search.run(ToyEnv(), Theorem("toy4", "4", "toy"), ToyPolicy())
+    write_traces(tmp_path, "exp", 0, trace_rows(found, "toy", experiment="exp"), shard="toy-bestfs")
+    nodes = lake.read_partition(tmp_path, "proof_nodes", "exp", 0)
+    assert nodes.column("critic_value").null_count == nodes.num_rows
+    assert nodes.column("cumulative_logprob").null_count == 0

@@ -1,0 +1,72 @@
+"""Keeping a lemma out of its own proof: which hint-database entries to hide while proving it.
+
+The theorem sets are lemmas of Coq's standard library, which is loaded, so its hint databases
+already hold many of them: `auto with arith` proves `Nat.max_l` by applying `Nat.max_l`. While a
+theorem T is proved, T and every hinted library lemma that is not one of T's premises (the
+library facts before it; a lemma depending on T comes after it in its file) are removed from
+every database that holds them, with one `#[local] Remove Hints` sentence before the goal is
+stated. Hints from outside the theorem set stay.
+
+`Print Hint *` prints each database's entries by their shortest names; these are resolved to
+full names with `Locate`, only for the names that could be a library lemma.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import lru_cache
+
+_DATABASE = re.compile(r"In the database (\S+):(.*?)(?=In the database |\Z)", re.S)
+_ENTRY = re.compile(r"(?:apply|exact) @?([A-Za-z_][\w.']*)")
+_CONSTANT = re.compile(r"\s*Constant (\S+)")
+
+
+def parse_hint_dump(text: str) -> dict[str, frozenset[str]]:
+    """Database name -> the names its `apply`/`exact` entries print, from `Print Hint *`."""
+    return {m.group(1): frozenset(_ENTRY.findall(m.group(2))) for m in _DATABASE.finditer(text)}
+
+
+def located_constant(locate_output: str) -> str | None:
+    """The full name a `Locate` answer resolves to, when it is a constant (not a constructor)."""
+    match = _CONSTANT.match(locate_output)
+    return match.group(1) if match else None
+
+
+@lru_cache(maxsize=8)  # the library is one frozenset per session: its suffixes are computed once
+def name_suffixes(names: frozenset[str]) -> frozenset[str]:
+    """Every dotted suffix of each name: the forms Coq may print it by (`Nat.max_l`, `max_l`)."""
+    out: set[str] = set()
+    for name in names:
+        parts = name.split(".")
+        out.update(".".join(parts[i:]) for i in range(len(parts)))
+    return frozenset(out)
+
+
+def hidden_hints(
+    theorem: str,
+    databases: dict[str, frozenset[str]],
+    resolve: Callable[[str], str | None],
+    library: frozenset[str],
+    premises: frozenset[str],
+) -> dict[str, set[str]]:
+    """Full name -> databases, for T and the hinted library lemmas that are not T's premises."""
+    candidates = name_suffixes(library) | name_suffixes(frozenset([theorem]))
+    hidden: dict[str, set[str]] = {}
+    for database, printed in databases.items():
+        for name in printed:
+            if name not in candidates:
+                continue
+            full = resolve(name)
+            if full == theorem or (full in library and full not in premises):
+                hidden.setdefault(full, set()).add(database)
+    return hidden
+
+
+def remove_hints_sentence(hidden: dict[str, set[str]]) -> str | None:
+    """One `Remove Hints` sentence for all of them (removing an absent entry is a no-op in Coq)."""
+    if not hidden:
+        return None
+    names = " ".join(sorted(hidden))
+    databases = " ".join(sorted(set().union(*hidden.values())))
+    return f"#[local] Remove Hints {names} : {databases}."

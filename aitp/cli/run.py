@@ -149,8 +149,29 @@ def run_command(
     _finish(root, cfg.experiment, report)
 
 
+def _summary_table(root: Path, experiment: str) -> None:
+    """Per iteration: the trained model's held-out pass rate, the champion's, the kept-group rate, the decision."""
+    from aitp.lake import connect
+
+    con = connect(root)
+    try:
+        rows = con.execute(
+            """SELECT iteration, eval_pass_rate, champion_version, champion_pass_rate, kept_group_rate, promoted
+               FROM iterations WHERE experiment = $e ORDER BY iteration""",
+            {"e": experiment},
+        ).fetchall()
+    finally:
+        con.close()
+    show = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    print("iteration  model  champion       kept-groups  promoted")
+    for k, rate, version, champ, kept, promoted in rows:
+        print(f"{k:>9}  {show(rate):>5}  v{version or '-':<3} {show(champ):>5}  {show(kept):>11}  {promoted}")
+
+
 def _finish(root: Path, experiment: str, report: bool) -> None:
     from aitp.loop.stats import champion_gain
+
+    _summary_table(root, experiment)
 
     try:
         gain = champion_gain(root, experiment)

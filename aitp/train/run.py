@@ -160,6 +160,7 @@ def fit(
     )
     ckpt_path, done = _resume_point(base, config, plan)
     tokens = _TokenCounter()
+    _quiet_lightning()
     trainer = pl.Trainer(
         accelerator=plan.accelerator,
         devices=plan.devices,
@@ -194,6 +195,16 @@ def fit(
     )
     _save(trainer, module, trainable, plan, out, result, examples, start)
     return result
+
+
+def _quiet_lightning() -> None:
+    """Lightning's banner (GPU/TPU availability, tips) and a deprecation it raises itself: not the user's concern."""
+    import logging
+    import warnings
+
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
 
 
 def _resume_point(base: Any, config: TrainConfig, plan: StrategyPlan) -> tuple[str | None, int]:

@@ -90,8 +90,20 @@ class Service:
     pid: int
 
 
-def start_prefect(home: Path, port: int | None = None, timeout: float = 120.0) -> Service:
-    """Start a Prefect API server on loopback with its SQLite database under `<home>/prefect`."""
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the process that started it dies (even by SIGKILL)."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def start_prefect(home: Path, port: int | None = None, timeout: float = 120.0, tied: bool = False) -> Service:
+    """Start a Prefect API server on loopback with its SQLite database under `<home>/prefect`.
+
+    `tied`: the server stops when this process dies, however it dies (a run's own server, Linux only).
+    """
     root = home / "prefect"
     root.mkdir(parents=True, exist_ok=True)
     if port:
@@ -107,7 +119,14 @@ def start_prefect(home: Path, port: int | None = None, timeout: float = 120.0) -
     log = root / "server.log"
     cmd = [_bin("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui"]
     with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if tied and sys.platform == "linux" else None,
+        )
     url = f"http://127.0.0.1:{port}/api"
     _wait_healthy(f"{url}/health", proc, log, timeout)
     return Service("prefect", url, proc.pid)
@@ -224,7 +243,7 @@ def prefect_api(home: Path) -> Iterator[str]:
         finally:
             os.environ.pop("PREFECT_API_URL", None)
         return
-    service = start_prefect(home)
+    service = start_prefect(home, tied=True)
     os.environ["PREFECT_API_URL"] = service.url
     try:
         yield service.url

@@ -9,6 +9,11 @@ stated. Hints from outside the theorem set stay.
 
 `Print Hint *` prints each database's entries by their shortest names; these are resolved to
 full names with `Locate`, only for the names that could be a library lemma.
+
+Hiding hints is not enough: a tactic can reach T through a library lemma proved from it (`lia`
+proves `n + m = m + n` with `Nat.add_comm`). So the final check also lists the found proof's
+dependencies (`Print Opaque Dependencies`, which follows every constant's body, opaque proofs
+included, so a lemma proved from T brings T into the list) and refuses it when T is among them.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from functools import lru_cache
 _DATABASE = re.compile(r"In the database (\S+):(.*?)(?=In the database |\Z)", re.S)
 _ENTRY = re.compile(r"(?:apply|exact) @?([A-Za-z_][\w.']*)")
 _CONSTANT = re.compile(r"\s*Constant (\S+)")
+_DEPENDENCY = re.compile(r"^(\S+) :(?: |$)", re.M)  # an entry starts a line: `name : type`
+_ABOUT = re.compile(r"\s*(\S+) :")
 
 
 def parse_hint_dump(text: str) -> dict[str, frozenset[str]]:
@@ -70,3 +77,16 @@ def remove_hints_sentence(hidden: dict[str, set[str]]) -> str | None:
     names = " ".join(sorted(hidden))
     databases = " ".join(sorted(set().union(*hidden.values())))
     return f"#[local] Remove Hints {names} : {databases}."
+
+
+def parse_about(text: str) -> tuple[str, bool]:
+    """From `About T`: the name Coq prints T by in this context, and whether T is transparent."""
+    match = _ABOUT.match(text)
+    if match is None:
+        raise ValueError(f"unexpected About output: {text[:200]!r}")
+    return match.group(1), f"{match.group(1)} is transparent" in text
+
+
+def dependency_names(listing: str) -> frozenset[str]:
+    """The constants a `Print Opaque/All Dependencies` listing names (with its line breaks kept)."""
+    return frozenset(_DEPENDENCY.findall(listing))

@@ -88,7 +88,8 @@ class CoqIdeTop:
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
         )
         self._buffer = b""
-        self.messages: list[str] = []
+        self.messages: list[str] = []  # each message on one line
+        self.texts: list[str] = []  # the same messages with Coq's line breaks kept
         init = self._call('<call val="Init"><option val="none"/></call>', deadline=60.0)
         self.init_state = int(init[0].get("val"))
 
@@ -96,7 +97,7 @@ class CoqIdeTop:
     def _call(self, xml: str, deadline: float) -> ET.Element:
         if self.proc.poll() is not None:
             raise ProverCrashedError(f"coqidetop exited with status {self.proc.returncode}")
-        self.messages = []
+        self.messages, self.texts = [], []
         try:
             self.proc.stdin.write(xml.encode())
             self.proc.stdin.flush()
@@ -145,6 +146,7 @@ class CoqIdeTop:
             msg = fb.find(".//richpp")
             if msg is not None:
                 self.messages.append(_flat(msg))
+                self.texts.append("".join(msg.itertext()).replace("\xa0", " "))
         return root.find("value")
 
     def _signal(self, sig: int) -> None:
@@ -184,14 +186,17 @@ class CoqIdeTop:
             given_up=len(lists[3]),
         )
 
-    def query(self, text: str, state_id: int, deadline: float = 30.0) -> str:
-        """Run a query command (Print, Check, ...) at `state_id` and return its printed messages."""
+    def query(self, text: str, state_id: int, deadline: float = 30.0, lines: bool = False) -> str:
+        """Run a query command (Print, Check, ...) at `state_id` and return its printed messages.
+
+        Each message is flattened to one line, or with `lines` kept as Coq laid it out.
+        """
         xml = (
             '<call val="Query"><pair><route_id val="0"/><pair>'
             f'<string>{escape(text)}</string><state_id val="{state_id}"/></pair></pair></call>'
         )
         self._call(xml, deadline)
-        return "\n".join(self.messages)
+        return "\n".join(self.texts if lines else self.messages)
 
     def kill(self) -> None:
         """Stop the process group for good."""

@@ -65,7 +65,8 @@ def run_iteration(
         on_event("stage", {"iteration": iteration, "stage": name, "state": "done", "seconds": time.perf_counter() - t0})
         return out
 
-    stage("items", stages.commit_items, run, iteration)
+    if iteration == 0 or run.config.rolls_out(iteration):  # a control iteration reuses iteration 0's items
+        stage("items", stages.commit_items, run, iteration)
     kept_group_rate = None
     if run.config.rolls_out(iteration):
         chunks = stages.rollout_chunks(run.config, iteration)

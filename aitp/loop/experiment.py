@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from aitp.configs import ConfigError, apply_overrides, config_hash, explain, load_config
+from aitp.configs import ConfigError, apply_overrides, config_hash, explain, flatten, load_config
 from aitp.errors import AitpError, BadInputError
 from aitp.loop.config import LoopConfig
 from aitp.loop.stages import ExperimentConfigError, LoopRun, now
@@ -39,18 +39,9 @@ def _write_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def _flat(obj: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(obj, dict):
-        out: dict[str, Any] = {}
-        for key, value in obj.items():
-            out.update(_flat(value, f"{prefix}{key}."))
-        return out
-    return {prefix.rstrip("."): obj}
-
-
 def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Dotted keys whose values differ between two configs."""
-    a, b = _flat(old), _flat(new)
+    a, b = flatten(old), flatten(new)
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 

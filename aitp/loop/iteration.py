@@ -109,15 +109,6 @@ def run_iteration(
     stages.record(run, iteration, stage="eval", eval_pass_rate=result.score("pass_rate"))
     decision = stage("promote", stages.promote_stage, run, iteration, version)
     champion = stages.champion_summary(run, iteration)
-    stages.record(
-        run,
-        iteration,
-        stage="promote",
-        status="done",
-        finished_at=stages.now(),
-        kept_group_rate=kept_group_rate,
-        **champion,
-    )
     run.registry.log_metrics(
         mlflow_run_id,
         {
@@ -129,13 +120,19 @@ def run_iteration(
         },
         step=iteration,
     )
+    done = {"decision": decision, "eval": result.metrics()}
+    return _finish(run, iteration, call, on_event, done, kept_group_rate=kept_group_rate, **champion)
+
+
+def _finish(
+    run: LoopRun, iteration: int, call: Caller, on_event: Event, payload: dict[str, Any], **fields: Any
+) -> dict[str, Any]:
+    """Mark the iteration done in the lake, plot, close its MLflow run, tell the listeners."""
+    stages.record(run, iteration, stage="promote", status="done", finished_at=stages.now(), **fields)
     plot = call("plot", stages.log_plot, run, iteration)
     run.registry.finish_iteration(run.experiment, iteration)
     final = stages.iteration_row(run, iteration) or {}
-    on_event(
-        "iteration",
-        {"iteration": iteration, "row": final, "decision": decision, "eval": result.metrics(), "plot": str(plot)},
-    )
+    on_event("iteration", {"iteration": iteration, "row": final, **payload, "plot": str(plot)})
     return final
 
 
@@ -143,22 +140,9 @@ def _skip_training(
     run: LoopRun, iteration: int, why: str, kept_group_rate: float | None, call: Caller, on_event: Event
 ) -> dict[str, Any]:
     champion = stages.champion_summary(run, iteration)
-    stages.record(
-        run,
-        iteration,
-        stage="promote",
-        status="done",
-        promoted=False,
-        promote_reason=f"not trained: {why.split(': ')[0]}",
-        finished_at=stages.now(),
-        kept_group_rate=kept_group_rate,
-        **champion,
-    )
-    plot = call("plot", stages.log_plot, run, iteration)
-    run.registry.finish_iteration(run.experiment, iteration)
-    final = stages.iteration_row(run, iteration) or {}
-    on_event("iteration", {"iteration": iteration, "row": final, "decision": None, "eval": {}, "plot": str(plot)})
-    return final
+    reason = f"not trained: {why.split(': ')[0]}"
+    fields = {"promoted": False, "promote_reason": reason, "kept_group_rate": kept_group_rate, **champion}
+    return _finish(run, iteration, call, on_event, {"decision": None, "eval": {}}, **fields)
 
 
 def run_loop(

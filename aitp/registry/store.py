@@ -377,13 +377,11 @@ class Registry:
             self.call("set an alias", self.client.set_registered_model_alias, name, alias, version)
 
 
-def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(obj, dict):
-        out: dict[str, Any] = {}
-        for k, v in obj.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-        return out
-    return {prefix.rstrip("."): json.dumps(obj) if isinstance(obj, list) else obj}
+def _flatten(obj: Any) -> dict[str, Any]:
+    """Dotted keys for MLflow params; lists as JSON text (params are strings)."""
+    from aitp.configs import flatten
+
+    return {k: json.dumps(v) if isinstance(v, list) else v for k, v in flatten(obj).items()}
 
 
 def _metric_key(key: str) -> str:

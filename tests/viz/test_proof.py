@@ -4,30 +4,18 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from aitp.cli import main
 from aitp.proving.env import Theorem
 from aitp.proving.search import Budget, SearchConfig, make_search
 from aitp.proving.traces import trace_rows, write_traces
 from aitp.viz.proof import ProofTrace, load_trace, page_data, render_html
+from tests.proving.test_cli import run_cli
 from tests.proving.toy import ToyEnv, ToyPolicy
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-
-
-def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["aitp", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -131,7 +133,14 @@ def main() -> None:
     args = parser.parse_args()
     results = []
     for scale in args.scale or [1]:
+        # each size in its own process: Prefect binds its API URL at import, and each size has its own server
         with tempfile.TemporaryDirectory(prefix=f"aitp-bench-loop-x{scale}-") as tmp:
+            if len(args.scale or [1]) > 1:
+                out = Path(tmp) / "result.json"
+                cmd = [sys.executable, __file__, "--scale", str(scale), "--iterations", str(args.iterations)]
+                subprocess.run([*cmd, "--out", str(out)], check=True)
+                results += json.loads(out.read_text())
+                continue
             result = measure(scale, args.iterations, Path(tmp))
         results.append(result)
         for row in result["iterations"]:

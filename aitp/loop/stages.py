@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +87,17 @@ class LoopRun:
 
 
 def iteration_items(config: LoopConfig, iteration: int) -> list[Item]:
-    """The train items of an iteration: the demonstrations at 0, then fresh slices (or the same ones)."""
+    """The train items of an iteration: the demonstrations at 0, then fresh slices (or the same ones).
+
+    Cached per (config, iteration): generating thousands of items while skipping the eval questions takes
+    seconds, and the stages of one iteration ask for them several times.
+    """
+    return list(_iteration_items(config.model_dump_json(), iteration))
+
+
+@lru_cache(maxsize=8)
+def _iteration_items(config_json: str, iteration: int) -> tuple[Item, ...]:
+    config = LoopConfig.model_validate_json(config_json)
     demos, per_iter = config.demonstrations_per_task, config.rollouts.items_per_task
     if iteration == 0:
         start, n = 0, demos if demos else per_iter
@@ -99,7 +109,7 @@ def iteration_items(config: LoopConfig, iteration: int) -> list[Item]:
             task.name, start + n, config.seed, "train", eval_size=config.eval.n_per_task, task_config=task.config
         )
         items += made[start : start + n]
-    return items
+    return tuple(items)
 
 
 def commit_items(run: LoopRun, iteration: int) -> int:

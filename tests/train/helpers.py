@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from aitp.envs.items import Item, generate_items
+from aitp.evaluate import item_row as library_item_row
 from aitp.filtering import filter_rows
 from aitp.lake import write_partition
 from aitp.policies.tiny import TinyConfig, TinyTransformer, save_checkpoint
@@ -24,18 +25,8 @@ def tiny_base(path: Path, seed: int = 0) -> Path:
 
 
 def item_row(item: Item, split: str = "train") -> dict[str, Any]:
-    return {
-        "item_id": item.item_id,
-        "task": item.task,
-        "config_json": item.config,
-        "seed": item.seed,
-        "item_index": item.index,
-        "split": split,
-        "difficulty_level": item.level,
-        "question": item.question,
-        "gold_answer": item.answer,
-        "metadata_json": item.metadata,
-    }
+    """The library's items row, with the split given (eval rows stand for an experiment's held-out set)."""
+    return {**library_item_row(item), "split": split}
 
 
 def write_items(home: Path, experiment: str, iteration: int, n: int, level: int = 0) -> list[Item]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
@@ -119,6 +121,34 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+@contextmanager
+def _global_rngs_kept() -> Iterator[None]:
+    """Put Python's and numpy's global RNGs back as they were after a block of pinned draws.
+
+    Saving and restoring them costs ~100 µs (numpy's state is large), more than drawing an item: a
+    batch of items saves once around the batch instead of once per item.
+    """
+    state, np_state = random.getstate(), np.random.get_state()
+    try:
+        yield
+    finally:
+        random.setstate(state)
+        np.random.set_state(np_state)
+
+
+def _pin_prefix(task: str, config: dict[str, Any], seed: int) -> str:
+    """`_canonical([task, config, seed, index])` up to the index, so an item's pin hashes without re-encoding."""
+    return _canonical([task, config, seed])[:-1] + ","
+
+
+def _pinned_entry(dataset: Any, pin_prefix: str, index: int) -> dict[str, Any]:
+    """Entry `index` with the global RNGs seeded from its identity (the caller restores them)."""
+    pin = int.from_bytes(hashlib.sha256(f"{pin_prefix}{int(index)}]".encode()).digest()[:4], "big")
+    random.seed(pin)
+    np.random.seed(pin)
+    return dataset[index]
+
+
 def raw_entry(task: str, config: dict[str, Any], seed: int, index: int) -> dict[str, Any]:
     """The reasoning-gym entry of an identity, with global RNGs pinned to it.
 
@@ -126,20 +156,11 @@ def raw_entry(task: str, config: dict[str, Any], seed: int, index: int) -> dict[
     would make an item depend on what ran before it; pinning it keeps every item regenerable.
     """
     dataset = dataset_for(task, config, seed)
-    state = random.getstate()
-    np_state = np.random.get_state()
-    pin = int.from_bytes(hashlib.sha256(_canonical([task, config, seed, index]).encode()).digest()[:4], "big")
-    random.seed(pin)
-    np.random.seed(pin)
-    try:
-        return dataset[index]
-    finally:
-        random.setstate(state)
-        np.random.set_state(np_state)
+    with _global_rngs_kept():
+        return _pinned_entry(dataset, _pin_prefix(task, config, seed), index)
 
 
-def _make_item(task: str, config: dict, seed: int, index: int, split: str, level: int | None) -> Item:
-    entry = raw_entry(task, config, seed, index)
+def _item(task: str, config: dict, seed: int, index: int, split: str, level: int | None, entry: dict) -> Item:
     answer = entry.get("answer")
     return Item(
         task=task,
@@ -152,6 +173,10 @@ def _make_item(task: str, config: dict, seed: int, index: int, split: str, level
         answer=None if answer is None else str(answer),
         metadata=_jsonable(entry.get("metadata") or {}),
     )
+
+
+def _make_item(task: str, config: dict, seed: int, index: int, split: str, level: int | None) -> Item:
+    return _item(task, config, seed, index, split, level, raw_entry(task, config, seed, index))
 
 
 def regenerate(task: str, config: dict[str, Any], seed: int, index: int, split: str = "train") -> Item:
@@ -212,6 +237,39 @@ def _plan(task: str, n: int, seed: int, difficulty: str | int) -> list[tuple[dic
     return [(configs[lvl], lvl) for lvl in levels]
 
 
+Picked = tuple[dict[str, Any], "int | None", int, dict[str, Any]]
+
+
+def _pick(
+    task: str, plan: list[tuple[dict[str, Any], int | None]], base: int, size: int, n: int, skip: set[str]
+) -> list[Picked] | None:
+    """One attempt at a dataset size: per planned item, the next index whose question is not in `skip`.
+
+    Returns (config, level, index, entry) per item, or None when the `size` indices run out first.
+    Only entries are drawn here; items are built for the picks alone (most draws are skipped when
+    the eval set covers a small problem space).
+    """
+    sources: dict[str, tuple[dict[str, Any], Any, str]] = {}
+    picked: list[Picked] = []
+    cursor = 0
+    with _global_rngs_kept():
+        for config, level in plan:
+            cfg = {**config, "size": size}
+            key = _canonical(cfg)
+            if key not in sources:
+                sources[key] = (cfg, _dataset_cached(task, key, base), _pin_prefix(task, cfg, base))
+            cfg, dataset, prefix = sources[key]
+            while cursor < size:
+                entry = _pinned_entry(dataset, prefix, cursor)
+                cursor += 1
+                if str(entry["question"]) not in skip:
+                    picked.append((cfg, level, cursor - 1, entry))
+                    break
+            if cursor >= size and len(picked) < n:
+                return None
+    return picked if len(picked) == n else None
+
+
 def _generate(
     task: str, n: int, seed: int, split: str, difficulty: str | int, skip: set[str], task_config: dict[str, Any]
 ) -> list[Item]:
@@ -221,25 +279,20 @@ def _generate(
     # Items of one config live in one dataset; the size is part of the identity, since a few
     # datasets sample without replacement and so depend on it.
     size = n if not skip else 2 * n + 16
-    items: list[Item] = []
     for _attempt in range(6):
-        items, cursor = [], 0
-        for config, level in plan:
-            cfg = {**config, "size": size}
-            while cursor < size:
-                item = _make_item(task, cfg, base, cursor, split, level)
-                cursor += 1
-                if item.question not in skip:
-                    items.append(item)
-                    break
-            if cursor >= size and len(items) < n:
-                break
-        if len(items) == n:
-            return items
+        picked = _pick(task, plan, base, size, n, skip)
+        if picked is not None:
+            return [_item(task, dict(cfg), base, index, split, level, entry) for cfg, level, index, entry in picked]
         size *= 4
     raise BadInputError(
         f"task '{task}' has too few distinct questions outside the eval set for {n} train items: lower --n"
     )
+
+
+@lru_cache(maxsize=32)
+def _eval_items(task: str, n: int, seed: int, difficulty: str | int, task_config_json: str) -> tuple[Item, ...]:
+    """The eval split of a task, cached: every train generation and every eval set asks for it again."""
+    return tuple(_generate(task, n, seed, "eval", difficulty, set(), json.loads(task_config_json)))
 
 
 def generate_items(
@@ -267,7 +320,8 @@ def generate_items(
         raise BadInputError(f"unknown split '{split}': use train or eval")
     if n == 0:
         return []
+    config_json = _canonical(task_config)
     if split == "eval":
-        return _generate(task, n, seed, "eval", difficulty, set(), task_config)
-    held_out = {item.question for item in _generate(task, eval_size, seed, "eval", difficulty, set(), task_config)}
+        return list(_eval_items(task, n, seed, difficulty, config_json))
+    held_out = {item.question for item in _eval_items(task, eval_size, seed, difficulty, config_json)}
     return _generate(task, n, seed, "train", difficulty, held_out, task_config)

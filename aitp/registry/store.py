@@ -107,6 +107,8 @@ class Registry:
         self.home = resolve_home(home)
         self.uri = tracking_uri or default_tracking_uri(self.home)
         self.local = self.uri.startswith("sqlite:") or self.uri.startswith("file:")
+        self._iteration_runs: dict[tuple[str, int], str] = {}
+        self._flow_run_tags: dict[str, str] = {}
 
     @cached_property
     def client(self):
@@ -159,7 +161,19 @@ class Registry:
         return self.call("create a run", self.client.create_run, eid, tags=tags, run_name=experiment).info.run_id
 
     def iteration_run(self, experiment: str, iteration: int, flow_run_id: str | None = None) -> str:
-        """The child run of one iteration (created on first use), tagged with the flow run id if given."""
+        """The child run of one iteration (created on first use), tagged with the flow run id if given.
+
+        Remembered per registry object: an iteration's stages ask for it a dozen times, three lookups each.
+        """
+        run_id = self._iteration_runs.get((experiment, iteration))
+        if run_id is None:
+            run_id = self._iteration_runs[experiment, iteration] = self._open_iteration_run(experiment, iteration)
+        if flow_run_id and self._flow_run_tags.get(run_id) != flow_run_id:
+            self.call("tag a run", self.client.set_tag, run_id, TAG + "flow_run_id", flow_run_id)
+            self._flow_run_tags[run_id] = flow_run_id
+        return run_id
+
+    def _open_iteration_run(self, experiment: str, iteration: int) -> str:
         eid, parent = self.experiment_id(experiment), self.parent_run(experiment)
         tags = {TAG + "role": "iteration", TAG + "iteration": str(iteration)}
         run_id = self._find_run(eid, tags)
@@ -167,8 +181,6 @@ class Registry:
             run_tags = {**tags, "mlflow.parentRunId": parent, TAG + "experiment": experiment}
             name = f"{experiment}-iter-{iteration:03d}"
             run_id = self.call("create a run", self.client.create_run, eid, tags=run_tags, run_name=name).info.run_id
-        if flow_run_id:
-            self.call("tag a run", self.client.set_tag, run_id, TAG + "flow_run_id", flow_run_id)
         return run_id
 
     def finish_iteration(self, experiment: str, iteration: int, status: str = "FINISHED") -> None:
@@ -196,6 +208,17 @@ class Registry:
 
         now = int(time.time() * 1000)
         batch = [Metric(_metric_key(k), float(v), now, step) for k, v in metrics.items() if v is not None]
+        for start in range(0, len(batch), 1000):
+            self.call("log metrics", self.client.log_batch, run_id, metrics=batch[start : start + 1000])
+
+    def log_series(self, run_id: str, name: str, values: list[float | None]) -> None:
+        """Log one metric at steps 0, 1, … in batches (a call per step was a round trip per training step)."""
+        import time
+
+        from mlflow.entities import Metric
+
+        now, key = int(time.time() * 1000), _metric_key(name)
+        batch = [Metric(key, float(v), now, step) for step, v in enumerate(values) if v is not None]
         for start in range(0, len(batch), 1000):
             self.call("log metrics", self.client.log_batch, run_id, metrics=batch[start : start + 1000])
 
@@ -231,8 +254,7 @@ class Registry:
         record = read_record(checkpoint)
         run_id = self.iteration_run(experiment, iteration, flow_run_id)
         self.log_params(run_id, {"train": record.get("config", {}), "base": record.get("base")})
-        for step, loss in enumerate(record.get("losses", [])):
-            self.log_metrics(run_id, {"train/loss": loss}, step)
+        self.log_series(run_id, "train/loss", record.get("losses", []))
         seconds = record.get("seconds") or 0.0
         self.log_metrics(
             run_id,

@@ -25,6 +25,8 @@ class TaskSpec(BaseModel):
 
     name: str
     config: dict[str, Any] = Field(default_factory=dict)
+    demonstrations: int | None = Field(None, ge=0)
+    """Demonstrations of this task for the warm start (None: the loop's `demonstrations_per_task`)."""
 
 
 class RolloutConfig(BaseModel):
@@ -101,9 +103,14 @@ class LoopConfig(BaseModel):
         names = [t.name for t in self.tasks]
         if len(set(names)) != len(names):
             raise ValueError("tasks must be distinct: merge the duplicate entries")
-        if self.demonstrations_per_task == 0 and self.warm_start.demonstrations_only:
-            raise ValueError("demonstrations_per_task is 0 but warm_start trains on demonstrations only")
+        if not any(self.demonstrations(t.name) for t in self.tasks) and self.warm_start.demonstrations_only:
+            raise ValueError("no task has demonstrations but warm_start trains on demonstrations only")
         return self
+
+    def demonstrations(self, name: str) -> int:
+        """How many demonstrations the warm start takes of a task."""
+        task = next(t for t in self.tasks if t.name == name)
+        return self.demonstrations_per_task if task.demonstrations is None else task.demonstrations
 
     def task_config(self, name: str) -> dict[str, Any]:
         return next(t.config for t in self.tasks if t.name == name)

@@ -98,13 +98,16 @@ def iteration_items(config: LoopConfig, iteration: int) -> list[Item]:
 @lru_cache(maxsize=8)
 def _iteration_items(config_json: str, iteration: int) -> tuple[Item, ...]:
     config = LoopConfig.model_validate_json(config_json)
-    demos, per_iter = config.demonstrations_per_task, config.rollouts.items_per_task
-    if iteration == 0:
-        start, n = 0, demos if demos else per_iter
-    else:
-        start, n = (demos + (iteration - 1) * per_iter, per_iter) if config.rollouts.fresh_items else (0, per_iter)
+    per_iter = config.rollouts.items_per_task
     items = []
     for task in config.tasks:
+        demos = config.demonstrations(task.name)
+        if iteration == 0:
+            start, n = 0, demos if demos else per_iter
+        elif config.rollouts.fresh_items:
+            start, n = demos + (iteration - 1) * per_iter, per_iter
+        else:
+            start, n = 0, per_iter
         made = generate_items(
             task.name, start + n, config.seed, "train", eval_size=config.eval.n_per_task, task_config=task.config
         )

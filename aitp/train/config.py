@@ -38,6 +38,9 @@ class TrainConfig(BaseModel):
     """A kept sample must score above this (the seed's rollout_save_score_threshold)."""
     data_iterations: Literal["current", "all"] = "current"
     """Select rows of this iteration only, or of every iteration up to it."""
+    distinct_completions: bool = False
+    """SFT: one example per distinct kept completion of a group, so items the policy already solves (eight
+    identical right answers) weigh as much as the ones it has just learned to solve, not eight times more."""
     max_pairs_per_group: int = Field(4, ge=1)
     """DPO: at most this many (chosen, rejected) pairs from one group, largest score gaps first."""
     dpo_beta: float = Field(0.1, gt=0.0)

@@ -41,7 +41,12 @@ def kept_samples_sql(config: TrainConfig) -> str:
         WHERE experiment = $experiment AND {_iterations(config)} AND coalesce(split, 'train') = 'train'
           AND group_kept AND final_score > $threshold AND completion IS NOT NULL
           AND {_QUESTION} NOT IN ({_EVAL_QUESTIONS})
+        {_DISTINCT if config.distinct_completions else ""}
         ORDER BY iteration, item_id, group_id, sample_index"""
+
+
+# The first sample of each distinct completion of a group.
+_DISTINCT = "QUALIFY row_number() OVER (PARTITION BY iteration, item_id, group_id, completion ORDER BY sample_index) = 1"
 
 
 def preference_pairs_sql(config: TrainConfig) -> str:

@@ -33,6 +33,20 @@ def test_sft_selects_samples_above_the_threshold_from_kept_groups(lake):
     assert json.loads(examples[0]["prompt"])[-1]["role"] == "user"
 
 
+def test_distinct_completions_teach_each_answer_of_a_group_once(tmp_path):
+    items = write_items(tmp_path, "e", 0, 2)
+    rows = rollout_rows(items, [[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    for row in rows:  # item 0 answered the same way three times; item 1 in two ways
+        row["completion"] = "<answer>same</answer>" if row["item_id"] == items[0].item_id else row["completion"]
+    write_rollouts(tmp_path, "e", 0, rows)
+    every = select_examples(tmp_path, "e", 0, TrainConfig())
+    distinct = select_examples(tmp_path, "e", 0, TrainConfig(distinct_completions=True))
+    assert len(every) == 5
+    assert [(ex["item_id"], ex["sample_index"]) for ex in distinct] == sorted(
+        [(items[0].item_id, 0), (items[1].item_id, 0), (items[1].item_id, 1)]
+    )
+
+
 def test_dpo_pairs_come_from_one_group_with_chosen_above_threshold_and_scored_higher(lake):
     home, items = lake
     pairs = select_examples(home, "e", 0, TrainConfig(objective="dpo", max_pairs_per_group=2))

@@ -175,15 +175,11 @@ def _item(task: str, config: dict, seed: int, index: int, split: str, level: int
     )
 
 
-def _make_item(task: str, config: dict, seed: int, index: int, split: str, level: int | None) -> Item:
-    return _item(task, config, seed, index, split, level, raw_entry(task, config, seed, index))
-
-
 def regenerate(task: str, config: dict[str, Any], seed: int, index: int, split: str = "train") -> Item:
     """Rebuild an item from its identity alone."""
     task_info(task)
     level = config.get("_level") if isinstance(config, dict) else None
-    return _make_item(task, config, seed, index, split, level)
+    return _item(task, config, seed, index, split, level, raw_entry(task, config, seed, index))
 
 
 def top_level(task: str) -> int:

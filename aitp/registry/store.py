@@ -201,24 +201,21 @@ class Registry:
                 self.call("tag a run", self.client.set_tag, run_id, f"rerun.{k}", v[:5000])
 
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int = 0) -> None:
-        """Log metrics in batches; None values are skipped and names made MLflow-safe."""
+        """Log metrics of one step; None values are skipped and names made MLflow-safe."""
+        self._log_points(run_id, [(k, v, step) for k, v in metrics.items()])
+
+    def log_series(self, run_id: str, name: str, values: list[float | None]) -> None:
+        """Log one metric at steps 0, 1, … together (a call per step was a round trip per training step)."""
+        self._log_points(run_id, [(name, v, step) for step, v in enumerate(values)])
+
+    def _log_points(self, run_id: str, points: list[tuple[str, float | None, int]]) -> None:
+        """(name, value, step) points in batches of 1,000; None values skipped, names made MLflow-safe."""
         import time
 
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        batch = [Metric(_metric_key(k), float(v), now, step) for k, v in metrics.items() if v is not None]
-        for start in range(0, len(batch), 1000):
-            self.call("log metrics", self.client.log_batch, run_id, metrics=batch[start : start + 1000])
-
-    def log_series(self, run_id: str, name: str, values: list[float | None]) -> None:
-        """Log one metric at steps 0, 1, … in batches (a call per step was a round trip per training step)."""
-        import time
-
-        from mlflow.entities import Metric
-
-        now, key = int(time.time() * 1000), _metric_key(name)
-        batch = [Metric(key, float(v), now, step) for step, v in enumerate(values) if v is not None]
+        batch = [Metric(_metric_key(k), float(v), now, step) for k, v, step in points if v is not None]
         for start in range(0, len(batch), 1000):
             self.call("log metrics", self.client.log_batch, run_id, metrics=batch[start : start + 1000])
 

@@ -21,6 +21,10 @@ _QUESTION = "json_extract_string(prompt, '$[#-1].content')"
 _EVAL_QUESTIONS = (
     "SELECT question FROM items WHERE experiment = $experiment AND split = 'eval' AND question IS NOT NULL"
 )
+# The first sample of each distinct completion of a group.
+_DISTINCT = (
+    "QUALIFY row_number() OVER (PARTITION BY iteration, item_id, group_id, completion ORDER BY sample_index) = 1"
+)
 
 
 class NoTrainingDataError(AitpError):
@@ -43,10 +47,6 @@ def kept_samples_sql(config: TrainConfig) -> str:
           AND {_QUESTION} NOT IN ({_EVAL_QUESTIONS})
         {_DISTINCT if config.distinct_completions else ""}
         ORDER BY iteration, item_id, group_id, sample_index"""
-
-
-# The first sample of each distinct completion of a group.
-_DISTINCT = "QUALIFY row_number() OVER (PARTITION BY iteration, item_id, group_id, completion ORDER BY sample_index) = 1"
 
 
 def preference_pairs_sql(config: TrainConfig) -> str:

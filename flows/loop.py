@@ -23,7 +23,7 @@ from aitp.loop import LoopConfig, open_experiment
 from aitp.loop.experiment import experiment_config
 from aitp.loop.iteration import Event, run_iteration
 from aitp.loop.stages import is_finished
-from aitp.rollouts.cluster import dask_client, local_cluster
+from aitp.rollouts.cluster import dask_client, loop_cluster
 from aitp.services import mlflow_uri
 from tasks.artifacts import ArtifactReporter
 from tasks.loop import call_as_task
@@ -59,12 +59,12 @@ def iteration_flow(
 
 
 @contextmanager
-def _cluster(address: str | None, workers: int | None, needed: bool) -> Iterator[str | None]:
+def _cluster(address: str | None, workers: int | None, needed: bool, device: str | None) -> Iterator[str | None]:
     """The scheduler address the iterations share: the given one, or a local cluster's for the loop."""
     if address or not needed:
         yield address
         return
-    with local_cluster(workers) as cluster:
+    with loop_cluster(device, workers) as cluster:  # issue 13: one GPU worker per visible GPU on CUDA
         yield cluster.scheduler_address
 
 
@@ -86,7 +86,10 @@ def loop_flow(
     todo = [k for k in range(last + 1) if not is_finished(run, k)]
     needs_dask = any(cfg.rolls_out(k) for k in todo)
     rows = []
-    with _cluster(dask_address or cfg.rollouts.dask_address, cfg.rollouts.workers, needs_dask) as address:
+    with (
+        run.registry.experiment_run(cfg.experiment),  # issue 13: the parent run ends with the loop
+        _cluster(dask_address or cfg.rollouts.dask_address, cfg.rollouts.workers, needs_dask, cfg.device) as address,
+    ):
         for k in todo:
             named = iteration_flow.with_options(flow_run_name=run.flow_run_name(k), version=run.version)
             with tags(cfg.experiment, f"iteration:{k:03d}", f"config:{run.config_hash}"):

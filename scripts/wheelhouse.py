@@ -105,16 +105,19 @@ def pack(root: Path, part_mib: int | None, bundle_mib: int | None) -> None:
                 path.unlink()
     if not bundle_mib:
         return
-    pieces = sorted((p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST), key=lambda p: p.as_posix())
-    bundles: list[list[Path]] = [[]]
-    size = 0
+    # First fit, largest first: the fewest bundles, so the fewest trips to the target.
+    pieces = sorted((p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST), key=lambda p: -p.stat().st_size)
+    bundles: list[list[Path]] = []
+    sizes: list[int] = []
     for piece in pieces:
         n = piece.stat().st_size
-        if bundles[-1] and size + n > limit:
+        fit = next((i for i, used in enumerate(sizes) if used + n <= limit), None)
+        if fit is None:
             bundles.append([])
-            size = 0
-        bundles[-1].append(piece)
-        size += n
+            sizes.append(0)
+            fit = len(bundles) - 1
+        bundles[fit].append(piece)
+        sizes[fit] += n
     for i, members in enumerate(bundles, 1):
         bundle = root / f"bundle-{i:02d}"
         for piece in members:

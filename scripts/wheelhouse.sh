@@ -85,7 +85,7 @@ esac
 
 echo "$extras" > "$out/extras.txt"  # setup.sh --wheelhouse installs the extras the wheelhouse holds
 echo "sizes (MiB):"
-(cd "$out" && du -m wheels/* models/* 2>/dev/null | sort -rn | head -12)
+(cd "$out" && find . -type f -printf '%s\t%P\n' | sort -rn | awk -F'\t' 'NR <= 12 {printf "%8.1f  %s\n", $1 / 1048576, $2}')
 echo "total: $(du -sm "$out" | cut -f1) MiB in $(find "$out" -type f | wc -l) files"
 "$build_python" scripts/wheelhouse.py pack "$out" ${part_mib:+--part-mib "$part_mib"} ${bundle_mib:+--bundle-mib "$bundle_mib"}
 echo "wheelhouse $out: install it on the target with: bash scripts/setup.sh --wheelhouse $out"

@@ -61,3 +61,16 @@ def hol_server():
     if "error" in _hol:
         pytest.fail(f"HOL Light failed to load: {_hol['error']}")
     return _hol["server"]
+
+
+@pytest.fixture(scope="session")
+def coq_theorem_home(tmp_path_factory):
+    """An aitp home where the `coq-stdlib` set is extracted once per test session (it takes ~15-40 s)."""
+    from tests.proving.cases import require
+
+    require("coq")
+    from aitp.proving.theorems import load_theorem_set
+
+    home = tmp_path_factory.mktemp("coq-theorems")
+    load_theorem_set("coq-stdlib", home=home)
+    return home

@@ -76,7 +76,8 @@ def train_after_eval(
         argv = [arg.format(**values) for arg in command.argv]
     except (KeyError, IndexError) as exc:
         raise TrainCommandError(
-            f"unknown placeholder {exc} in the training command: use {{home}} {{lake}} {{experiment}} {{iteration}} {{out}}"
+            f"unknown placeholder {exc} in the training command: use "
+            "{home} {lake} {experiment} {iteration} {out}"
         ) from exc
     env = os.environ | command.env | {f"AITP_{k.upper()}": v for k, v in values.items() if k != "out"}
     env["AITP_OUTPUT_DIR"] = values["out"]

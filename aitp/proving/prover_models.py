@@ -112,6 +112,7 @@ def load_prover_models(path: str | Path, library: TheoremSet) -> ProverModels:
         raise CheckpointError(f"prover checkpoint {path} is unreadable ({exc}): write it again") from exc
     if manifest.get("backend") != library.backend:
         raise CheckpointError(
-            f"prover checkpoint {path} is for {manifest.get('backend')}, not {library.backend}: train it on this backend"
+            f"prover checkpoint {path} is for {manifest.get('backend')}, not {library.backend}: "
+            "train it on this backend"
         )
     return ProverModels(library.backend, ranker, scorer, settings, fingerprint(path), manifest.get("record", {}))

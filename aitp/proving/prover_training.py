@@ -38,7 +38,8 @@ def ranking_examples(examples: list[TacticExample], generator: CandidateGenerato
         if ex.tactic not in index:
             continue  # a tactic outside the templates (e.g. from a generative policy): nothing to rank
         masked = frozenset(index[t] for t in ex.alternatives if t in index)
-        out.append(RankingExample(ex.goal, cands, index[ex.tactic], masked))
+        negatives = frozenset(index[t] for t in ex.erroring if t in index)
+        out.append(RankingExample(ex.goal, cands, index[ex.tactic], masked, negatives))
     return out
 
 

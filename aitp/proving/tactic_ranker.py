@@ -70,12 +70,17 @@ def _hash(strings: list[str]) -> np.ndarray:
     return np.array([zlib.crc32(s.encode()) for s in strings], dtype=np.uint64)
 
 
-def feature_ids(goal_text: str, cands: list[Candidate], buckets: int) -> tuple[np.ndarray, np.ndarray]:
-    """Hashed feature ids of every candidate, concatenated, and each candidate's offset into them."""
+def feature_ids(goal_text: str, cands: list[Candidate], buckets: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Hashed feature ids of every candidate, concatenated; their weights; each candidate's offset into them.
+
+    A tactic key alone weighs 1; its crosses with the goal's features share a total weight of
+    sqrt(n), so one example moves a candidate's score by about the same amount whatever the goal's size.
+    """
     gfeats = goal_features(goal_text)
     g = _hash(gfeats)
+    cross_weight = 1.0 / np.sqrt(len(g))
     concl_tokens = frozenset(_TOKEN.findall(split_goal(goal_text)[1]))
-    ids, offsets = [], []
+    ids, scales, offsets = [], [], []
     total = 0
     for cand in cands:
         t = _hash(tactic_keys(cand, concl_tokens))
@@ -83,8 +88,11 @@ def feature_ids(goal_text: str, cands: list[Candidate], buckets: int) -> tuple[n
         row = np.concatenate([t, crossed.ravel() ^ np.uint64(0x5BD1E995)]) % np.uint64(buckets)
         offsets.append(total)
         ids.append(row.astype(np.int64))
+        scales.append(np.concatenate([np.ones(len(t)), np.full(crossed.size, cross_weight)]))
         total += len(row)
-    return (np.concatenate(ids) if ids else np.zeros(0, np.int64)), np.array(offsets, dtype=np.int64)
+    if not ids:
+        return np.zeros(0, np.int64), np.zeros(0), np.array(offsets, dtype=np.int64)
+    return np.concatenate(ids), np.concatenate(scales), np.array(offsets, dtype=np.int64)
 
 
 class TacticRanker:
@@ -112,8 +120,8 @@ class TacticRanker:
         """The learned term of each candidate, before bounding."""
         if not cands or not self.trained:
             return np.zeros(len(cands))
-        ids, offsets = feature_ids(goal_text, cands, self.config.buckets)
-        return np.add.reduceat(self.weights[ids].astype(np.float64), offsets)
+        ids, scales, offsets = feature_ids(goal_text, cands, self.config.buckets)
+        return np.add.reduceat(self.weights[ids] * scales, offsets)
 
     def logits(self, goal_text: str, cands: list[Candidate]) -> np.ndarray:
         """One logit per candidate (higher: try it first)."""
@@ -129,6 +137,7 @@ class RankingExample:
     candidates: list[Candidate]
     positive: int
     masked: frozenset[int] = frozenset()  # other tactics that also worked here: neither right nor wrong
+    negatives: frozenset[int] = frozenset()  # tactics that errored here (preference pairs' rejected side)
 
 
 def fit_ranker(
@@ -137,7 +146,7 @@ def fit_ranker(
     epochs: int = 8,
     lr: float = 0.05,
     l2: float = 1e-5,
-    batch: int = 256,
+    batch: int = 32,
     seed: int = 0,
 ) -> list[float]:
     """Train the learned term by softmax cross-entropy of the proof's tactic among its goal's candidates.
@@ -151,10 +160,10 @@ def fit_ranker(
     c = ranker.config
     featurized = []
     for ex in examples:
-        ids, offsets = feature_ids(ex.goal_text, ex.candidates, c.buckets)
+        ids, scales, offsets = feature_ids(ex.goal_text, ex.candidates, c.buckets)
         mask = np.zeros(len(ex.candidates), bool)
         mask[list(ex.masked - {ex.positive})] = True
-        featurized.append((ids, offsets, ranker.default_logits(ex.candidates), mask, ex.positive))
+        featurized.append((ids, offsets, ranker.default_logits(ex.candidates), mask, ex.positive, scales))
     weight = torch.nn.Parameter(torch.from_numpy(ranker.weights.copy()))
     opt = torch.optim.Adam([weight], lr=lr)
     gen = np.random.default_rng(seed)
@@ -180,8 +189,9 @@ def _batch_loss(weight: torch.Tensor, chunk: list, bound: float) -> torch.Tensor
     for f in chunk:
         offsets.append(f[1] + base)
         base += len(f[0])
+    scales = torch.from_numpy(np.concatenate([f[5] for f in chunk])).float()
     learned = torch.nn.functional.embedding_bag(
-        ids, weight[:, None], torch.from_numpy(np.concatenate(offsets)), mode="sum"
+        ids, weight[:, None], torch.from_numpy(np.concatenate(offsets)), mode="sum", per_sample_weights=scales
     ).squeeze(1)
     logits = torch.full((len(chunk), width), -1e9, dtype=torch.float64)
     rows, cols, defaults = [], [], []

@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from aitp.evaluate import wilson
 from aitp.proving.backends import open_env
 from aitp.proving.learning import commit_traces, decide_promotion, paired_proof_gain, search_theorems, train_slice
 from aitp.proving.prover_models import PolicySettings, ProverModels
@@ -30,15 +31,6 @@ from aitp.proving.search import Budget, SearchConfig, make_search
 from aitp.proving.tactic_ranker import RankerConfig
 from aitp.proving.theorems import load_theorem_set
 from aitp.proving.training_data import select_training_data
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson interval of a proportion."""
-    if n == 0:
-        return 0.0, 0.0
-    p = k / n
-    centre, half = p + z * z / (2 * n), z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5)
-    return (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
 
 
 def main() -> None:

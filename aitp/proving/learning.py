@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from aitp.paired import PairedGain, paired_bootstrap
 from aitp.proving.env import ProverEnv, Theorem
 from aitp.proving.search.base import Search, TacticPolicy
 from aitp.proving.theorem_set import TheoremSet, split_of
@@ -106,39 +107,6 @@ def search_theorems(
 def commit_traces(home: str | Path, experiment: str, iteration: int, outcome: SearchOutcome, shard: str) -> str:
     """Write one pass's proof tables to the lake as shard `shard` of the iteration (rerun: replaced)."""
     return write_traces(home, experiment, iteration, outcome.rows, re.sub(r"[^A-Za-z0-9_-]", "_", shard)[:64])
-
-
-@dataclass(frozen=True)
-class PairedGain:
-    """Proof rate of b minus a on the same theorems, with its paired-bootstrap 95% interval."""
-
-    model_a: str
-    model_b: str
-    n_items: int
-    rate_a: float
-    rate_b: float
-    gain: float
-    low: float
-    high: float
-
-    def to_dict(self) -> dict:
-        """As a plain dict, for JSON."""
-        return dict(self.__dict__)
-
-    def __str__(self) -> str:
-        return f"{self.gain:+.3f} (95% {self.low:+.3f} to {self.high:+.3f}, {self.n_items} items)"
-
-
-def paired_bootstrap(a: np.ndarray, b: np.ndarray, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
-    """Mean of b - a and the 2.5% / 97.5% quantiles of its bootstrap over paired theorems.
-
-    The same statistic as `aitp.loop.stats.paired_bootstrap`; not imported from there because the
-    `aitp.loop` package pulls in MLflow and the loop's stages (~6 s of imports) into every prover worker.
-    """
-    diff = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
-    means = diff[np.random.default_rng(seed).integers(0, len(diff), size=(n_boot, len(diff)))].mean(axis=1)
-    low, high = np.quantile(means, [0.025, 0.975])
-    return float(diff.mean()), float(low), float(high)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from aitp.policies.base import Completion, SamplingParams
-from aitp.policies.fast.engine import Engine, buckets, rows_for_memory
+from aitp.policies.fast.engine import Engine, GpuMemoryError, buckets, rows_for_memory
 from aitp.policies.fast.llama import LlamaWeights, prefill
 from aitp.policies.fast.sampling import pick
 from aitp.policies.tiny.sampler import _check_finished, _completion, _limit, _Row, draw_uniforms
@@ -51,8 +51,13 @@ class FastSampler:
     def _engine(self, rows: int, positions: int, max_tokens: int, top_p: float, eos_ids: set[int]) -> Engine:
         eng = self.engine
         if eng is not None and eng.fits(positions, max_tokens, eos_ids):
-            # Memory held by this engine reads as used: if it holds fewer rows than fit beside it, grow.
-            if eng.slots >= rows or eng.slots >= self.slots_for(rows, positions, max_tokens, top_p):
+            if eng.slots >= rows:
+                return eng
+            # Memory this engine holds reads as used: rebuild only if more rows fit beside it than it has.
+            try:
+                if eng.slots >= self.slots_for(rows, positions, max_tokens, top_p):
+                    return eng
+            except GpuMemoryError:
                 return eng
         self.engine = eng = None  # free the old cache before measuring what memory is free
         if self.weights.device.type == "cuda":
@@ -79,6 +84,7 @@ class FastSampler:
         if any(not p for p in prompt_ids):
             raise ValueError("every prompt needs at least one token")
         n = params.n
+        max_len = min(max_len or self.weights.max_positions, self.weights.max_positions)  # the rotary table's end
         limits = [_limit(len(p), params.max_tokens, max_len) for p in prompt_ids]
         rows = [_Row(limit=limits[r // n]) for r in range(len(prompt_ids) * n)]
         steps = max(limits, default=0)

@@ -1,6 +1,6 @@
 """Theorem proving: prover environments, theorem sets, proof trees, search, tactic policies, traces, learning."""
 
-from aitp.proving.backends import BACKENDS, available_backends, backend_available, open_env
+from aitp.proving.backends import BACKENDS, backend_available, open_env
 from aitp.proving.env import CheckResult, Goal, ProofStep, ProverEnv, TacticResult, Theorem
 from aitp.proving.errors import (
     ProverUnavailableError,
@@ -53,7 +53,6 @@ __all__ = [
     "TrainingData",
     "UnknownBackendError",
     "UnknownTheoremError",
-    "available_backends",
     "backend_available",
     "decide_promotion",
     "fit_prior",

@@ -3,8 +3,10 @@
 Layout of a checkpoint directory (assembled in a hidden sibling and renamed into place):
 - `prover_models.json`: format, backend, the ranker's and the policy's settings, training record;
 - `tactic_ranker.npy`: the tactic ranker's hashed weights;
-- `premise_ranker.pt`: the premise ranker's learned towers (its TF-IDF part comes from the library).
-Its version is the content fingerprint of the directory, as for every other aitp checkpoint.
+- `premise_ranker.pt`: the premise ranker's learned towers (its TF-IDF part comes from the library);
+- `training.json`: data counts, losses, seconds (descriptive: not part of the version).
+Its version is the content fingerprint of the directory, as for every other aitp checkpoint, so the
+same weights and settings get the same version however and wherever they were trained.
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ from typing import Any
 
 import numpy as np
 
+from aitp.atomic import publish_json, publishing_dir
+from aitp.fingerprint import fingerprint
 from aitp.proving.candidates import CandidateGenerator
 from aitp.proving.premises import PremiseScorer
 from aitp.proving.ranked_policy import Exploration, RankedTacticPolicy
 from aitp.proving.tactic_ranker import RankerConfig, TacticRanker
 from aitp.proving.theorem_set import TheoremSet
-from aitp.train.checkpoint import CheckpointError, publish, staging_dir
+from aitp.train.checkpoint import CheckpointError
 
 FORMAT = "aitp-prover-models"
 MANIFEST, RANKER_FILE, PREMISE_FILE = "prover_models.json", "tactic_ranker.npy", "premise_ranker.pt"
+RECORD_FILE = "training.json"  # how it was trained: descriptive, so not part of the version
 UNTRAINED = "untrained"
 
 
@@ -65,23 +70,18 @@ class ProverModels:
 
     def save(self, path: str | Path) -> str:
         """Write the checkpoint directory atomically; returns its version (content fingerprint)."""
-        from aitp.policies.tiny.checkpoint import fingerprint
-
-        final = Path(path)
-        staging = staging_dir(final, "prover")
-        staging.mkdir(parents=True)
         manifest = {
             "format": FORMAT,
             "backend": self.backend,
             "ranker": asdict(self.ranker.config),
             "settings": asdict(self.settings),
-            "record": self.record,
         }
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str))
-        np.save(staging / RANKER_FILE, self.ranker.weights)
-        self.premise_scorer.save(staging / PREMISE_FILE)
-        publish(staging, final)
-        self.version = fingerprint(final)
+        with publishing_dir(path, "prover") as staging:
+            (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            np.save(staging / RANKER_FILE, self.ranker.weights)
+            self.premise_scorer.save(staging / PREMISE_FILE)
+            publish_json(staging / RECORD_FILE, self.record)
+        self.version = fingerprint(path)
         return self.version
 
 
@@ -93,8 +93,6 @@ def new_premise_scorer(library: TheoremSet, settings: PolicySettings) -> Premise
 
 def load_prover_models(path: str | Path, library: TheoremSet) -> ProverModels:
     """Load and validate a checkpoint written by `ProverModels.save` (or by a user's training command)."""
-    from aitp.policies.tiny.checkpoint import fingerprint
-
     path = Path(path)
     manifest_file = path / MANIFEST
     if not manifest_file.is_file():
@@ -115,4 +113,6 @@ def load_prover_models(path: str | Path, library: TheoremSet) -> ProverModels:
             f"prover checkpoint {path} is for {manifest.get('backend')}, not {library.backend}: "
             "train it on this backend"
         )
-    return ProverModels(library.backend, ranker, scorer, settings, fingerprint(path), manifest.get("record", {}))
+    record_file = path / RECORD_FILE
+    record = json.loads(record_file.read_text()) if record_file.is_file() else {}
+    return ProverModels(library.backend, ranker, scorer, settings, fingerprint(path), record)

@@ -92,7 +92,7 @@ def coq_trace_lake(coq_theorem_home, tmp_path_factory):
     library = load_theorem_set("coq-stdlib", home=coq_theorem_home)
     home = tmp_path_factory.mktemp("trace-lake")
     bool_train = [t for t in library.split("train") if t.module == "Coq.Bool.Bool"]
-    train, unchecked = bool_train[10:22], bool_train[30:31]
+    train, unchecked = bool_train[6:30], bool_train[30:31]
     valid = [t for t in library.split("valid") if t.module == "Coq.Bool.Bool"][:2]
     models = ProverModels.untrained("coq", library)
     config = SearchConfig(budget=Budget(4, 20.0, 40.0), tactics_per_goal=8, tactic_timeout=2.0)

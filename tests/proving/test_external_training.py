@@ -23,7 +23,7 @@ RETRAIN = [
     "--out",
     "{out}",
     "--epochs",
-    "4",
+    "2",
 ]
 
 
@@ -66,6 +66,9 @@ def test_a_corrupt_checkpoint_is_refused(coq_trace_lake, tmp_path):
     models = ProverModels.untrained("coq", library)
     version = models.save(tmp_path / "ckpt")
     assert load_prover_models(tmp_path / "ckpt", library).version == version
+    models.record = {"train_seconds": 1.5}  # how it came to be does not change what it is
+    assert models.save(tmp_path / "again") == version
+    assert load_prover_models(tmp_path / "again", library).record == {"train_seconds": 1.5}
     np.save(tmp_path / "ckpt" / RANKER_FILE, np.zeros(7, np.float32))
     with pytest.raises(CheckpointError, match="unreadable"):
         load_prover_models(tmp_path / "ckpt", library)

@@ -20,6 +20,7 @@ from aitp.proving.prover_models import PolicySettings, ProverModels, new_premise
 from aitp.proving.tactic_ranker import RankerConfig, RankingExample, TacticRanker, fit_ranker
 from aitp.proving.theorem_set import TheoremSet
 from aitp.proving.training_data import TacticExample, TrainingData
+from aitp.train.data import NoTrainingDataError
 
 
 def ranking_examples(examples: list[TacticExample], generator: CandidateGenerator) -> list[RankingExample]:
@@ -53,7 +54,14 @@ def train_prover_models(
     seed: int = 0,
     learn: bool = True,
 ) -> ProverModels:
-    """Fit a premise ranker and a tactic ranker on `data`; `learn=False` returns the untrained models (control)."""
+    """Fit a premise ranker and a tactic ranker on `data`; `learn=False` returns the untrained models (control).
+
+    Raises `NoTrainingDataError` when learning and `data` holds no tactic example (no re-checked train proof yet).
+    """
+    if learn and not data.tactics:
+        raise NoTrainingDataError(
+            "no re-checked proof of a train theorem in the lake yet: search more of the train split or widen its budget"
+        )
     settings = settings or PolicySettings()
     start = time.perf_counter()
     torch.manual_seed(seed)

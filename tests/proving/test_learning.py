@@ -27,3 +27,16 @@ def test_promotion_needs_a_strict_gain_on_the_same_theorems():
     assert decision.promote and decision.gain.gain == 0.2 and decision.gain.low > 0
     worse_elsewhere = {**better, "T0": False}
     assert paired_proof_gain(champion, worse_elsewhere).gain < decision.gain.gain
+
+
+def test_training_on_nothing_is_a_typed_error():
+    import pytest
+
+    from aitp.proving.prover_training import train_prover_models
+    from aitp.proving.training_data import TrainingData
+    from aitp.train.data import NoTrainingDataError
+
+    empty = TrainingData([], [], [], [])
+    with pytest.raises(NoTrainingDataError, match="no re-checked proof"):
+        train_prover_models(empty, LIBRARY)
+    assert not train_prover_models(empty, LIBRARY, learn=False).ranker.trained

@@ -9,10 +9,10 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from aitp.atomic import publish_jsonl
 from aitp.proving.env import Theorem
 from aitp.proving.errors import UnknownTheoremError
 
@@ -78,19 +78,13 @@ class TheoremSet:
 
     def save(self, path: Path) -> None:
         """Write the set as JSONL (atomically): a header line, then one theorem per line."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with tmp.open("w") as f:
-            header = {
-                "set": self.name,
-                "backend": self.backend,
-                "version": self.version,
-                "premise_names": self.premise_names,
-            }
-            f.write(json.dumps(header) + "\n")
-            for t in self.theorems:
-                f.write(json.dumps(asdict(t)) + "\n")
-        os.replace(tmp, path)
+        header = {
+            "set": self.name,
+            "backend": self.backend,
+            "version": self.version,
+            "premise_names": self.premise_names,
+        }
+        publish_jsonl(path, [header, *(asdict(t) for t in self.theorems)])
 
     @classmethod
     def load(cls, path: Path) -> TheoremSet:

@@ -67,7 +67,7 @@ def _cluster(address: str | None, workers: int | None, needed: bool, device: str
     if address or not needed:
         yield address
         return
-    with loop_cluster(device, workers) as cluster:  # issue 13: one GPU worker per visible GPU on CUDA
+    with loop_cluster(device, workers) as cluster:  # one GPU worker per visible GPU on CUDA
         yield cluster.scheduler_address
 
 
@@ -98,7 +98,7 @@ def loop_flow(
     needs_dask = any(run.environment.acts(k) for k in todo)
     rows = []
     with (
-        run.registry.experiment_run(cfg.experiment),  # issue 13: the parent run ends with the loop
+        run.registry.experiment_run(cfg.experiment),  # the parent run ends with the loop
         _cluster(dask_address or cfg.rollouts.dask_address, cfg.rollouts.workers, needs_dask, cfg.device) as address,
     ):
         for k in todo:

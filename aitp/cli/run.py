@@ -124,7 +124,7 @@ def run_command(
 
     root = writable_home(home)
     cfg = experiment_config(root, str(config) if config else None, list(set_), resume)
-    check_device(cfg.device)  # issue 13: `device: cuda` without a visible GPU stops here, before any service
+    check_device(cfg.device)  # `device: cuda` without a visible GPU stops here, before any service
     check_experiment(root, cfg, new_version)
     apply_offline_env()
     _prefect_env(root, verbose)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from aitp.evaluate import EvalConfig
 from aitp.filtering import SEED_THRESHOLD
@@ -116,6 +116,53 @@ class LoopEvalConfig(BaseModel):
     batch_size: int = Field(64, ge=1)
 
 
+PROVER_BACKENDS = ("coq", "hol-light")
+
+
+class ProvingConfig(BaseModel):
+    """The prover environment: which theorems, how train slices are searched, and the fixed valid budget."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["coq", "hol-light"] = "coq"
+    theorems: str | None = None
+    """A named theorem set (coq-stdlib, hol-core) or a JSONL file; None: the backend's default set."""
+    train_slice: int = Field(100, ge=1)
+    """Train theorems searched per iteration (successive slices of a fixed seeded order)."""
+    search: Literal["bestfs", "bfs", "htps", "fringe", "updown"] = "bestfs"
+    train_expansions: int = Field(8, ge=1)
+    train_tactics_per_goal: int = Field(10, ge=1)
+    """The cut on the train slice: wider than at evaluation, so new kinds of proofs are found."""
+    explore: float = Field(1.0, ge=0.0)
+    """Gumbel temperature of the candidate order on the train slice (0: greedy)."""
+    eval_name: str = Field("valid", pattern=r"^[A-Za-z0-9_-]+$")
+    valid_theorems: int = Field(100, ge=1)
+    """The first valid-split theorems (library order): the fixed set every model is evaluated on."""
+    eval_expansions: int = Field(8, ge=1)
+    eval_tactics_per_goal: int = Field(4, ge=1)
+    tactic_timeout: float = Field(2.0, gt=0.0)
+    prover_seconds: float = Field(60.0, gt=0.0)
+    """Most prover seconds per theorem (train and valid)."""
+    epochs: int = Field(8, ge=1)
+    """Epochs of the tactic ranker per training."""
+    learn: bool = True
+    """False is the control: every challenger is the untrained models."""
+
+
+REASONING_ONLY = ("tasks", "demonstrations_per_task", "warm_start", "self_train", "eval", "system_prompt", "policy")
+"""Top-level keys that only the reasoning environment reads."""
+REASONING_ONLY_ROLLOUTS = (
+    "items_per_task",
+    "fresh_items",
+    "group_size",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "threshold",
+)
+"""`rollouts` keys of sampling; chunk_items, shard_size, workers and dask_address fan out any environment."""
+
+
 class LoopConfig(BaseModel):
     """An experiment: what it learns from, how each stage runs, and when it stops."""
 
@@ -134,7 +181,12 @@ class LoopConfig(BaseModel):
     """Where training and local sampling run (None: cuda if present, else cpu)."""
     system_prompt: str | None = None
     """One system prompt for rollouts, demonstrations and eval (None: the environment's)."""
-    tasks: list[TaskSpec] = Field(min_length=1)
+    environment: Literal["reasoning", "proving"] = "reasoning"
+    """The world the loop learns in: reasoning-gym tasks, or proving theorems (the `proving` section)."""
+    proving: ProvingConfig | None = None
+    """The prover environment's settings (environment: proving only; None there means the defaults)."""
+    tasks: list[TaskSpec] = Field(default_factory=list)
+    """reasoning-gym tasks (environment: reasoning only, at least one)."""
     demonstrations_per_task: int = Field(150, ge=0)
     """Train items whose gold answers the warm start imitates (0: no warm start, iteration 0 self-trains)."""
     rollouts: RolloutConfig = Field(default_factory=RolloutConfig)
@@ -154,6 +206,12 @@ class LoopConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> LoopConfig:
+        if self.environment == "proving":
+            return self._check_proving()
+        if self.proving is not None:
+            raise ValueError("proving is read only with environment: proving: remove it or set environment: proving")
+        if not self.tasks:
+            raise ValueError("tasks: list at least one reasoning-gym task")
         for stage in ("warm_start", "self_train"):
             if self.system_prompt is not None and getattr(self, stage).system_prompt is not None:
                 raise ValueError(f"{stage}.system_prompt is replaced by the loop's system_prompt: set only one")
@@ -163,6 +221,40 @@ class LoopConfig(BaseModel):
         if not any(self.demonstrations(t.name) for t in self.tasks) and self.warm_start.demonstrations_only:
             raise ValueError("no task has demonstrations but warm_start trains on demonstrations only")
         return self
+
+    def _check_proving(self) -> LoopConfig:
+        """Refuse reasoning settings that would have no effect on a proving loop; fill the proving defaults."""
+        unused = [
+            k
+            for k in REASONING_ONLY
+            if getattr(self, k) != type(self).model_fields[k].get_default(call_default_factory=True)
+        ]
+        defaults = RolloutConfig()
+        unused += [
+            f"rollouts.{k}" for k in REASONING_ONLY_ROLLOUTS if getattr(self.rollouts, k) != getattr(defaults, k)
+        ]
+        if unused:
+            raise ValueError(
+                f"{', '.join(unused)} only apply to environment: reasoning: remove them (see the proving section)"
+            )
+        if self.proving is None:
+            self.proving = ProvingConfig()
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        # A reasoning config dumps (and so hashes) as before the proving environment existed; a proving
+        # config leaves out the reasoning keys it refuses, so its record reloads.
+        data = handler(self)
+        if self.environment == "reasoning":
+            data.pop("environment", None)
+            data.pop("proving", None)
+        else:
+            for key in REASONING_ONLY:
+                data.pop(key, None)
+            for key in REASONING_ONLY_ROLLOUTS:
+                data.get("rollouts", {}).pop(key, None)
+        return data
 
     def demonstrations(self, name: str) -> int:
         """How many demonstrations the warm start takes of a task."""

@@ -52,6 +52,8 @@ class ActSummary:
     units: int
     kept: int
     details: dict[str, Any]
+    nothing_kept: str = "nothing was kept: nothing to train on"
+    """Why the iteration does not train when nothing was kept (the environment's words)."""
 
     @property
     def kept_rate(self) -> float | None:

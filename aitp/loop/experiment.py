@@ -89,7 +89,11 @@ class LoopRun:
 
     @cached_property
     def environment(self):
-        """The environment the config names (reasoning-gym today)."""
+        """The environment the config names: reasoning-gym tasks or theorem proving."""
+        if self.config.environment == "proving":
+            from aitp.loop.proving import ProverEnvironment
+
+            return ProverEnvironment(self.config, self.home)
         from aitp.loop.reasoning import ReasoningEnvironment
 
         return ReasoningEnvironment(self.config)

@@ -101,8 +101,7 @@ def run_iteration(
         on_event("rollouts", {"iteration": iteration, **summary.details})
         stages.record(run, iteration, stage="rollouts", kept_group_rate=kept_rate)
         if not summary.kept:
-            why = f"no group scored above {run.config.rollouts.threshold:g}: nothing to train on"
-            return _skip_training(run, iteration, why, kept_rate, steps, on_event)
+            return _skip_training(run, iteration, summary.nothing_kept, kept_rate, steps, on_event)
     try:
         checkpoint = timed("train", steps.train, run, iteration, base)
     except NoTrainingDataError as exc:  # nothing kept: the champion stays, the loop goes on

@@ -131,7 +131,8 @@ class ReasoningEnvironment:
             "samples": samples or 0,
             "threshold": self.config.rollouts.threshold,
         }
-        return ActSummary(units=groups or 0, kept=kept or 0, details=details)
+        why = f"no group scored above {self.config.rollouts.threshold:g}: nothing to train on"
+        return ActSummary(units=groups or 0, kept=kept or 0, details=details, nothing_kept=why)
 
     def train(self, home: Path, experiment: str, iteration: int, base: PolicySpec, out: Path) -> Path:
         """Kept samples (or demonstrations) selected with SQL, then supervised or preference training."""

@@ -25,10 +25,10 @@ from aitp.proving.premises import PremiseScorer
 from aitp.proving.ranked_policy import Exploration, RankedTacticPolicy
 from aitp.proving.tactic_ranker import RankerConfig, TacticRanker
 from aitp.proving.theorem_set import TheoremSet
-from aitp.train.checkpoint import CheckpointError
+from aitp.train.checkpoint import PROVER_MANIFEST, CheckpointError
 
 FORMAT = "aitp-prover-models"
-MANIFEST, RANKER_FILE, PREMISE_FILE = "prover_models.json", "tactic_ranker.npy", "premise_ranker.pt"
+MANIFEST, RANKER_FILE, PREMISE_FILE = PROVER_MANIFEST, "tactic_ranker.npy", "premise_ranker.pt"
 RECORD_FILE = "training.json"  # how it was trained: descriptive, so not part of the version
 UNTRAINED = "untrained"
 
@@ -89,6 +89,21 @@ def new_premise_scorer(library: TheoremSet, settings: PolicySettings) -> Premise
     """An untrained premise ranker (TF-IDF over the library statements) of the settings' shape."""
     statements = {t.name: t.statement for t in library.theorems}
     return PremiseScorer(statements, dim=settings.premise_dim, buckets=settings.premise_buckets)
+
+
+def verify_prover_checkpoint(path: str | Path) -> str:
+    """ "prover" for a complete prover checkpoint directory (before the registry trusts it); a one-line error else."""
+    path = Path(path)
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError):
+        raise CheckpointError(f"prover checkpoint {path} has an unreadable {MANIFEST}: train it again") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a prover checkpoint ({MANIFEST} format is not {FORMAT!r}): train again")
+    missing = [f for f in (RANKER_FILE, PREMISE_FILE) if not (path / f).is_file()]
+    if missing:
+        raise CheckpointError(f"prover checkpoint {path} has no {', '.join(missing)}: it is incomplete, train again")
+    return "prover"
 
 
 def load_prover_models(path: str | Path, library: TheoremSet) -> ProverModels:

@@ -23,6 +23,7 @@ from aitp.errors import AitpError
 ZERO_DIR = "zero"
 RECORD_FILE = "training.json"
 EXAMPLES_FILE = "examples.jsonl"
+PROVER_MANIFEST = "prover_models.json"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
@@ -61,10 +62,14 @@ def _weight_files(path: Path) -> list[Path]:
 
 
 def verify_checkpoint(path: str | Path) -> str:
-    """The backend ("tiny" or "hf") of a complete checkpoint directory; a one-line error otherwise."""
+    """The backend ("tiny", "hf" or "prover") of a complete checkpoint directory; a one-line error otherwise."""
     path = Path(path)
     if not path.is_dir():
         raise CheckpointError(f"checkpoint {path} does not exist: train it first (aitp train) or pass another path")
+    if (path / PROVER_MANIFEST).is_file():  # the prover's models (aitp.proving.prover_models)
+        from aitp.proving.prover_models import verify_prover_checkpoint
+
+        return verify_prover_checkpoint(path)
     config_file = path / "config.json"
     if not config_file.is_file():
         raise CheckpointError(f"checkpoint {path} has no config.json: it is incomplete, train or copy it again")

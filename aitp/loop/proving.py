@@ -1,0 +1,327 @@
+"""The prover environment of the loop: items are train theorems, acting is proof search with the champion's models.
+
+Each iteration takes the next slice of the train split (`aitp.proving.learning.train_slice`), searches
+it with the champion's tactic and premise rankers and exploration, fanned out over Dask (one prover
+session per shard of theorems, opened and closed by the worker; a shard whose worker dies is run
+again by Dask), and commits the traces (`proof_nodes`, `proof_edges`, `proofs`) chunk by chunk.
+Training selects the shortest re-checked proof per train theorem so far with SQL and refits the
+models; evaluation searches the fixed first valid theorems greedily at a fixed budget and commits
+`evals` and `eval_samples` rows, so the engine's gate and paired statistics work unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from aitp.evaluate import EvalResult, load_eval, pinned_eval_name
+from aitp.loop.config import LoopConfig, ProvingConfig
+from aitp.loop.environment import ActSummary, Progress
+from aitp.policies.spec import PolicySpec
+from aitp.proving.env import Theorem
+from aitp.proving.theorem_set import TheoremSet
+from aitp.proving.traces import TRACE_TABLES
+
+SHARD_RETRIES = 2  # a shard whose worker died (a crashed prover, a killed process) is searched again
+
+_SUMMARY_SQL = """
+    SELECT (SELECT count(DISTINCT theorem_id) FROM proof_nodes
+            WHERE experiment = $e AND iteration = $k AND is_root AND split = 'train'),
+           (SELECT count(DISTINCT theorem_id) FROM proofs
+            WHERE experiment = $e AND iteration = $k AND verified AND split = 'train')"""
+
+
+@dataclass(frozen=True)
+class SearchJob:
+    """Everything a worker needs to search a shard of theorems (plain values: it travels to Dask workers)."""
+
+    backend: str
+    theorems: str  # a theorem set name or JSONL path
+    home: str  # where a named set is cached
+    checkpoint: str | None  # prover models; None: untrained
+    search: str
+    expansions: int
+    tactics_per_goal: int
+    tactic_timeout: float
+    prover_seconds: float
+    explore: float  # 0: greedy
+    explore_seed: int
+    experiment: str
+    iteration: int
+
+
+def _library(job: SearchJob) -> TheoremSet:
+    from aitp.proving.theorems import load_theorem_set
+
+    return load_theorem_set(job.theorems, job.home)
+
+
+def search_shard(names: list[str], job: SearchJob) -> dict[str, Any]:
+    """Search a shard of theorems in a prover session of this worker: trace rows per table and the attempts."""
+    from aitp.proving.backends import open_env
+    from aitp.proving.learning import search_theorems
+    from aitp.proving.prover_models import ProverModels, load_prover_models
+    from aitp.proving.ranked_policy import Exploration
+    from aitp.proving.search import Budget, SearchConfig, make_search
+
+    library = _library(job)
+    if job.checkpoint:
+        models = load_prover_models(job.checkpoint, library)
+    else:
+        models = ProverModels.untrained(job.backend, library)
+    explore = Exploration(job.explore, seed=job.explore_seed) if job.explore > 0 else None
+    budget = Budget(job.expansions, job.prover_seconds, 2 * job.prover_seconds)
+    config = SearchConfig(budget=budget, tactics_per_goal=job.tactics_per_goal, tactic_timeout=job.tactic_timeout)
+    with open_env(job.backend, tactic_timeout=job.tactic_timeout) as env:
+        env.set_premises(library.premise_map())
+        outcome = search_theorems(
+            env,
+            [library.get(n) for n in names],
+            make_search(job.search, config),
+            models.policy(library, explore),
+            job.experiment,
+            job.iteration,
+            models.version,
+        )
+    return {"rows": outcome.rows, "attempts": [asdict(a) for a in outcome.attempts], "model_version": models.version}
+
+
+def search_on_dask(
+    names: list[str], job: SearchJob, client: Any, shard_size: int, on_progress: Progress | None = None
+) -> list[dict[str, Any]]:
+    """Search theorems over Dask, one task per shard (retried when its worker dies); shard results in order."""
+    from distributed import as_completed
+
+    shards = [names[i : i + shard_size] for i in range(0, len(names), shard_size)]
+    run_id = uuid.uuid4().hex[:12]
+    futures = [
+        client.submit(search_shard, shard, job, key=f"aitp-prove-{run_id}-{i}", retries=SHARD_RETRIES)
+        for i, shard in enumerate(shards)
+    ]
+    index = {f.key: i for i, f in enumerate(futures)}
+    results: list[dict[str, Any]] = [{}] * len(shards)
+    done = 0
+    try:
+        for future in as_completed(futures, loop=client.loop):
+            i = index[future.key]
+            results[i] = future.result()
+            done += len(shards[i])
+            if on_progress is not None:
+                on_progress(done, len(names))
+    finally:
+        client.cancel(futures)
+    return results
+
+
+class ProverEnvironment:
+    """Theorem proving as the loop's environment (see `aitp.loop.environment.Environment`)."""
+
+    items_table = "items"
+    acted_tables = TRACE_TABLES
+
+    def __init__(self, config: LoopConfig, home: Path) -> None:
+        self.config = config
+        self.proving: ProvingConfig = config.proving or ProvingConfig()
+        self.home = Path(home)
+        self.chunk_items = config.rollouts.chunk_items
+        self.evaluator = ProofEvaluator(self)
+
+    @property
+    def theorem_set_name(self) -> str:
+        from aitp.proving.backends import DEFAULT_THEOREM_SETS
+
+        return self.proving.theorems or DEFAULT_THEOREM_SETS[self.proving.backend]
+
+    @cached_property
+    def library(self) -> TheoremSet:
+        return _library(self.job(None, 0, train=True))
+
+    def job(self, checkpoint: str | None, iteration: int, train: bool) -> SearchJob:
+        """A search of the train slice (wide cut, exploration) or of the valid theorems (fixed budget, greedy)."""
+        p = self.proving
+        return SearchJob(
+            backend=p.backend,
+            theorems=self.theorem_set_name,
+            home=str(self.home),
+            checkpoint=checkpoint,
+            search=p.search,
+            expansions=p.train_expansions if train else p.eval_expansions,
+            tactics_per_goal=p.train_tactics_per_goal if train else p.eval_tactics_per_goal,
+            tactic_timeout=p.tactic_timeout,
+            prover_seconds=p.prover_seconds,
+            explore=p.explore if train else 0.0,
+            explore_seed=self.config.seed * 1000 + iteration,
+            experiment=self.config.experiment,
+            iteration=iteration,
+        )
+
+    def acts(self, iteration: int) -> bool:
+        return True
+
+    def commits_items(self, iteration: int) -> bool:
+        return True
+
+    def items(self, iteration: int) -> Sequence[Theorem]:
+        from aitp.proving.learning import train_slice
+
+        return train_slice(self.library, iteration, self.proving.train_slice, self.config.seed)
+
+    def item_rows(self, items: Sequence[Theorem]) -> list[dict[str, Any]]:
+        return [
+            {
+                "item_id": t.name,
+                "task": self.library.name,
+                "seed": self.config.seed,
+                "item_index": i,
+                "split": "train",
+                "question": t.statement,
+                "gold_answer": t.proof,
+            }
+            for i, t in enumerate(items)
+        ]
+
+    def act(
+        self,
+        items: Sequence[Theorem],
+        policy: PolicySpec,
+        iteration: int,
+        client: Any,
+        on_progress: Progress | None,
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Search the chunk's theorems with the policy's prover models and exploration, on Dask."""
+        from aitp.rollouts.cluster import dask_client
+
+        names = [t.name for t in items]
+        job = self.job(policy.path, iteration, train=True)
+        size = self.config.rollouts.shard_size
+        local = client is None or isinstance(client, str)
+        opened = dask_client(client, self.config.rollouts.workers, gpus=0) if local else nullcontext(client)
+        with opened as dask:
+            if size is None:
+                workers = max(1, len(dask.scheduler_info().get("workers", {})))
+                size = max(1, -(-len(names) // workers))
+            results = search_on_dask(names, job, dask, size, on_progress)
+        return {table: [row for r in results for row in r["rows"].get(table, [])] for table in TRACE_TABLES}
+
+    def summarize(self, home: Path, experiment: str, iteration: int) -> ActSummary:
+        """Train theorems searched and proved (re-checked) in the iteration's committed traces."""
+        from aitp.lake import connect
+
+        con = connect(home)
+        try:
+            searched, proved = con.execute(_SUMMARY_SQL, {"e": experiment, "k": iteration}).fetchone()
+        finally:
+            con.close()
+        searched, proved = searched or 0, proved or 0
+        details = {
+            "theorems_searched": searched,
+            "theorems_proved": proved,
+            "proof_rate": proved / searched if searched else None,
+        }
+        why = "no train theorem of the slice was proved: widen proving.train_tactics_per_goal or train_expansions"
+        return ActSummary(units=searched, kept=proved, details=details, nothing_kept=why)
+
+    def train(self, home: Path, experiment: str, iteration: int, base: PolicySpec, out: Path) -> Path:
+        """The shortest re-checked proof per train theorem so far (SQL), then the rankers refitted on them."""
+        from aitp.proving.prover_training import train_prover_models
+        from aitp.proving.training_data import select_training_data
+
+        data = select_training_data(home, experiment, iteration, self.library)
+        models = train_prover_models(
+            data, self.library, epochs=self.proving.epochs, seed=self.config.seed, learn=self.proving.learn
+        )
+        models.save(out)
+        return out
+
+
+class ProofEvaluator:
+    """The fixed valid theorems, searched greedily at the eval budget; one `eval_samples` row per theorem."""
+
+    def __init__(self, env: ProverEnvironment) -> None:
+        self.env = env
+
+    @cached_property
+    def valid(self) -> list[Theorem]:
+        return self.env.library.split("valid")[: self.env.proving.valid_theorems]
+
+    @cached_property
+    def eval_name(self) -> str:
+        """`<name>@<version>`: the version hashes the theorems and the search protocol."""
+        p = self.env.proving
+        protocol = {
+            "backend": p.backend,
+            "search": p.search,
+            "expansions": p.eval_expansions,
+            "tactics_per_goal": p.eval_tactics_per_goal,
+            "tactic_timeout": p.tactic_timeout,
+            "prover_seconds": p.prover_seconds,
+        }
+        canonical = json.dumps({"theorems": [t.name for t in self.valid], "protocol": protocol}, sort_keys=True)
+        return f"{p.eval_name}@{hashlib.sha256(canonical.encode()).hexdigest()[:12]}"
+
+    def load(self, home: Path, experiment: str, model_version: str) -> EvalResult | None:
+        return load_eval(home, experiment, model_version, self.eval_name)
+
+    def run(
+        self, home: Path, experiment: str, iteration: int, checkpoint: PolicySpec, model_version: str | None
+    ) -> EvalResult:
+        """Search the valid theorems with the checkpoint's models and commit the proof rate."""
+        from aitp.evaluate import EvalSetChangedError
+        from aitp.lake import write_partition
+
+        pinned = pinned_eval_name(home, experiment, self.env.proving.eval_name)
+        if pinned is not None and pinned != self.eval_name:
+            raise EvalSetChangedError(
+                f"valid set of experiment '{experiment}' was measured as {pinned}, the config now gives "
+                f"{self.eval_name}: restore the proving eval settings or start a new experiment"
+            )
+        start = time.perf_counter()
+        out = search_shard([t.name for t in self.valid], self.env.job(checkpoint.path, iteration, train=False))
+        seconds = time.perf_counter() - start
+        version = model_version or out["model_version"]
+        proofs = {r["theorem_id"].split(":", 1)[1]: r for r in out["rows"]["proofs"] if r["verified"]}
+        task = self.env.library.name  # the set's own name (a JSONL path would not make a metric name)
+        samples = [
+            {
+                "item_id": a["theorem"],
+                "task": task,
+                "difficulty_level": None,
+                "sample_index": 0,
+                "completion": proofs[a["theorem"]]["proof_text"] if a["proved"] else None,
+                "gold_answer": theorem.proof,
+                "score": 1.0 if a["proved"] else 0.0,
+                "passed": bool(a["proved"]),
+                "format_error": None,
+                "completion_tokens": 0,
+            }
+            for a, theorem in zip(out["attempts"], self.valid)
+        ]
+        n, n_pass = len(samples), sum(s["passed"] for s in samples)
+        row = {
+            "task": task,
+            "difficulty_level": None,
+            "n_items": n,
+            "n_samples": n,
+            "n_pass": n_pass,
+            "pass_rate": n_pass / n if n else 0.0,
+            "mean_score": n_pass / n if n else 0.0,
+            "format_error_rate": 0.0,
+            "mean_completion_tokens": 0.0,  # a search writes no tokens
+        }
+        result = EvalResult(experiment, iteration, version, self.eval_name, [row], samples, seconds)
+        shard = f"{self.env.proving.eval_name}-{version}"[:64]
+        meta = {"eval_name": self.eval_name, "model_version": version}
+        # per-theorem rows first: the aggregate `evals` commit is what marks the evaluation as done
+        write_partition(home, "eval_samples", experiment, iteration, [{**s, **meta} for s in samples], shard=shard)
+        write_partition(
+            home, "evals", experiment, iteration, [{**row, **meta, "split": "valid", "seconds": seconds}], shard=shard
+        )
+        return result

@@ -54,6 +54,8 @@ class ActSummary:
     details: dict[str, Any]
     nothing_kept: str = "nothing was kept: nothing to train on"
     """Why the iteration does not train when nothing was kept (the environment's words)."""
+    text: str = ""
+    """One line for a live display (the environment's words; empty: the display composes its own)."""
 
     @property
     def kept_rate(self) -> float | None:

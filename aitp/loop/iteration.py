@@ -98,7 +98,7 @@ def run_iteration(
         _act(run, iteration, base, client, steps, on_event, timed)
         summary = stages.act_summary(run, iteration)
         kept_rate = summary.kept_rate
-        on_event("rollouts", {"iteration": iteration, **summary.details})
+        on_event("rollouts", {"iteration": iteration, **summary.details, "text": summary.text})
         stages.record(run, iteration, stage="rollouts", kept_group_rate=kept_rate)
         if not summary.kept:
             return _skip_training(run, iteration, summary.nothing_kept, kept_rate, steps, on_event)

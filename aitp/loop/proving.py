@@ -227,7 +227,8 @@ class ProverEnvironment:
             "proof_rate": proved / searched if searched else None,
         }
         why = "no train theorem of the slice was proved: widen proving.train_tactics_per_goal or train_expansions"
-        return ActSummary(units=searched, kept=proved, details=details, nothing_kept=why)
+        text = f"proved {proved}/{searched} train theorems (re-checked)"
+        return ActSummary(units=searched, kept=proved, details=details, nothing_kept=why, text=text)
 
     def train(self, home: Path, experiment: str, iteration: int, base: PolicySpec, out: Path) -> Path:
         """The shortest re-checked proof per train theorem so far (SQL), then the rankers refitted on them."""

@@ -176,13 +176,19 @@ def serve_command(
     model_path: Path | None = typer.Option(None, help="Model directory or .gguf for --policy hf."),
     model_name: str | None = typer.Option(None, help="Model id clients ask for; default the policy's name."),
     device: str | None = typer.Option(None, help="cpu or cuda; default: cuda when available."),
+    max_request_tokens: int | None = typer.Option(
+        None, help="Refuse requests asking for more tokens in all (prompts x n x max_tokens); default 65536."
+    ),
 ) -> None:
     """Serve a local policy over an OpenAI-compatible HTTP API (/v1/models, /v1/chat/completions, /v1/completions)."""
     if policy == "openai":
         raise BadInputError("--policy openai is already a server: serve tiny, hf or a checkpoint directory")
+    if max_request_tokens is not None and max_request_tokens < 1:
+        raise BadInputError(f"--max-request-tokens must be at least 1, got {max_request_tokens}")
     spec = policy_spec(policy, model_path)
     from aitp.policies.loading import load_policy
-    from aitp.serve import bind, serve
+    from aitp.serve import DEFAULT_MAX_REQUEST_TOKENS, bind, serve
 
     sock = bind(host, port)  # a busy port fails before minutes of model loading, not after
-    serve(load_policy(spec, device=device), model_name=model_name, sock=sock)
+    limit = max_request_tokens or DEFAULT_MAX_REQUEST_TOKENS
+    serve(load_policy(spec, device=device), model_name=model_name, sock=sock, max_request_tokens=limit)

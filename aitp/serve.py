@@ -297,6 +297,8 @@ def create_app(
 
 def bind(host: str = "127.0.0.1", port: int = 8000) -> socket.socket:
     """A listening socket on host:port (port 0 picks a free one), with a one-line error on failure."""
+    if not 0 <= port <= 65535:
+        raise ServeError(f"port {port} is outside 0-65535: pick another --port (0 picks a free one)")
     try:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
         sock = socket.socket(info[0], socket.SOCK_STREAM)

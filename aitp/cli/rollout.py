@@ -126,6 +126,9 @@ def rollout_command(
         raise BadInputError(f"--workers must be at least 1, got {workers}")
     if not 0.0 <= temperature <= 2.0 or not 0.0 < top_p <= 1.0:
         raise BadInputError("--temperature must be in [0, 2] and --top-p in (0, 1]")
+    for name, path in (("--output", output), ("--samples-output", samples_output)):
+        if path is not None and path.is_dir():
+            raise BadInputError(f"{name} {path} is a directory: pass a file path for the JSONL")
     spec = policy_spec(policy, model_path, base_url, model, endpoint, concurrency, timeout)
     preflight(spec)  # before any cluster starts: a bad path or a dead server fails in a second
     items = generate_items(task, n_items, seed, split, parse_difficulty(difficulty))

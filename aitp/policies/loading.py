@@ -36,7 +36,7 @@ class PolicyLoadError(AitpError):
 def load_policy(spec: str | Path | dict[str, Any], device: str | torch.device | None = None) -> Policy:
     """Build the policy a spec describes (see the module docstring), on `device` (default: cuda if any)."""
     spec = _as_dict(spec)
-    backend = spec.get("backend") or _sniff(Path(spec["path"]))
+    backend = spec.get("backend") or backend_of(Path(spec["path"]))
     if backend == "tiny":
         return _load_tiny(spec, device)
     if backend == "hf":
@@ -101,7 +101,7 @@ def _require_path(spec: dict[str, Any]) -> Path:
     return path
 
 
-def _sniff(path: Path) -> str:
+def backend_of(path: Path) -> str:
     """Which backend loads `path`."""
     from aitp.policies.tiny.checkpoint import is_tiny_checkpoint
 

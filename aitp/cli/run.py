@@ -130,21 +130,18 @@ def run_command(
     print(f"experiment {cfg.experiment}: {len(cfg.tasks)} tasks, iterations 0..{cfg.iterations}; home {root}")
     with prefect_api(root) as url:
         print(f"Prefect API {url}")
-        from flows.loop import LISTENERS, loop_flow
+        from flows.loop import loop_flow
 
-        LISTENERS.append(display)
         try:
             loop_flow.with_options(flow_run_name=f"{cfg.experiment}-loop")(
-                config=str(config) if config else None,
-                overrides=list(set_),
+                config=cfg,
                 home=str(root),
-                resume=resume,
                 iterations=iterations,
                 new_version=new_version,
                 dask_address=dask_address,
+                listeners=[display],
             )
         finally:
-            LISTENERS.remove(display)
             _drain_prefect()
     _finish(root, cfg.experiment, report)
 

@@ -74,9 +74,10 @@ def eval_command(
     """Evaluate a checkpoint on the fixed eval set: pass rate (95% CI), format errors, tokens per task and level."""
     from aitp.configs import load_config
     from aitp.envs.tasks import task_info
-    from aitp.evaluate import EvalConfig, evaluate
+    from aitp.evaluate import EvalConfig, EvalSetEvaluator, evaluate
     from aitp.home import resolve_home
-    from aitp.registry import Registry, evaluate_version
+    from aitp.loop.evaluation import evaluate_version
+    from aitp.registry import Registry
 
     if (checkpoint is None) == (version is None):
         raise BadInputError("pass exactly one of --checkpoint PATH or --version REF (a number, challenger, champion)")
@@ -87,7 +88,7 @@ def eval_command(
     home = resolve_home(home)
     registry = Registry(home) if track or version is not None else None
     if version is not None:
-        result = evaluate_version(registry, experiment, iteration, version, cfg, role=version)
+        result = evaluate_version(registry, experiment, iteration, version, EvalSetEvaluator(cfg), role=version)
     else:
         result = evaluate(home, experiment, iteration, spec, cfg)
         if registry is not None:
@@ -130,9 +131,10 @@ def promote_command(
 ) -> None:
     """Promote the challenger to champion if it beats the champion by the margin; or --rollback."""
     from aitp.configs import load_config
-    from aitp.evaluate import EvalConfig
+    from aitp.evaluate import EvalConfig, EvalSetEvaluator
     from aitp.home import resolve_home
-    from aitp.registry import PromotionConfig, Registry, gate
+    from aitp.loop.evaluation import gate
+    from aitp.registry import PromotionConfig, Registry
     from aitp.registry import rollback as do_rollback
 
     if not rollback:  # bad configs fail before the home or the registry is created
@@ -142,6 +144,6 @@ def promote_command(
     if rollback:
         decision = do_rollback(registry, experiment)
     else:
-        decision = gate(registry, experiment, iteration, eval_cfg, cfg, challenger)
+        decision = gate(registry, experiment, iteration, EvalSetEvaluator(eval_cfg), cfg, challenger)
     print(decision.reason)
     print("aliases: " + ", ".join(f"{k}=v{v}" for k, v in sorted(registry.aliases(experiment).items())))

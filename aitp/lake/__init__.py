@@ -38,6 +38,7 @@ from aitp.lake.catalog import (
 )
 from aitp.lake.check import Problem, check_lake
 from aitp.lake.export import atropos_records, export_atropos, validate_atropos_record
+from aitp.lake.iteration_rows import is_finished, read_iteration, record_iteration
 from aitp.lake.reader import read_partition
 from aitp.lake.rescore import TaskChanges, rescore
 from aitp.lake.schemas import SCHEMAS, TABLES, conform, rows_to_table, schema_of
@@ -47,6 +48,9 @@ from aitp.lake.views import CURATED_VIEWS, connect
 from aitp.lake.writer import write_partition
 
 __all__ = [
+    "is_finished",
+    "read_iteration",
+    "record_iteration",
     "CURATED_VIEWS",
     "Commit",
     "Lake",

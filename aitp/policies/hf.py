@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 
 from aitp.errors import AitpError
+from aitp.fingerprint import fingerprint
 from aitp.policies.base import Completion, Messages, SamplingParams
-from aitp.policies.tiny.checkpoint import fingerprint
 from aitp.policies.tiny.sampler import sample_tokens
 
 

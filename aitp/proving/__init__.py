@@ -1,6 +1,6 @@
 """Theorem proving: prover environments, theorem sets, proof trees, search, tactic policies, traces."""
 
-from aitp.proving.backends import BACKENDS, available_backends, backend_available, open_env
+from aitp.proving.backends import BACKENDS, backend_available, open_env
 from aitp.proving.env import CheckResult, Goal, ProofStep, ProverEnv, TacticResult, Theorem
 from aitp.proving.errors import (
     ProverUnavailableError,
@@ -39,7 +39,6 @@ __all__ = [
     "TheoremSet",
     "UnknownBackendError",
     "UnknownTheoremError",
-    "available_backends",
     "backend_available",
     "fit_prior",
     "load_theorem_set",

@@ -280,7 +280,7 @@ class Registry:
         self, experiment: str, iteration: int, checkpoint: str | Path, flow_run_id: str | None = None
     ) -> ModelVersion:
         """Log a checkpoint as an artifact of the iteration's run, register it, and point `challenger` at it."""
-        from aitp.policies.tiny.checkpoint import fingerprint
+        from aitp.fingerprint import fingerprint
         from aitp.train.checkpoint import ZERO_DIR, verify_checkpoint
 
         checkpoint = Path(checkpoint).resolve()

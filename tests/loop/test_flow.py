@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from aitp.configs import config_hash
 from aitp.lake import connect
+from aitp.loop import LoopRun
 from aitp.loop.experiment import resume_config
-from aitp.loop.stages import LoopRun
 from aitp.registry import Registry
 from tests.loop.helpers import prefect_read
+
+pytestmark = pytest.mark.slow  # real processes: a Prefect server, killed workers or writers
 
 
 def _flow_runs(url: str, experiment: str) -> list:

@@ -245,10 +245,9 @@ def test_the_table_covers_every_command():
 @pytest.mark.parametrize(
     "case",
     [
-        ("score", "--input", "{dir}"),
+        ("score", "--input", "{binary}"),
         ("items", "--task", "gcd", "--seed", "abc"),
         ("sql", "--home", "{missing}"),
-        ("prove-theorems", "--theorems", "{binary}"),
     ],
 )
 def test_no_traceback_reaches_the_terminal(case, inputs, sandbox):

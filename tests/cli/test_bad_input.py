@@ -114,6 +114,8 @@ CASES: list[tuple[str, ...]] = [
     ("run", "--config", "{binary}", "--home", "{home}"),
     ("run", "--config", "{yaml_broken}", "--home", "{home}"),
     ("run", "--iterations", "-1", "--home", "{home}"),
+    ("run", "--set", "tasks=[{{name: no_such_task}}]", "--home", "{home}"),
+    ("run", "--set", "tasks=[{{name: gcd, config: {{bogus: 1}}}}]", "--home", "{home}"),
     ("run", "--home", "{file}"),
     ("services", "up", "--home", "{file}"),
     ("services", "up", "--prefect-port", "http", "--home", "{home}"),

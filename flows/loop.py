@@ -23,7 +23,7 @@ from aitp.lake import is_finished
 from aitp.loop import LoopConfig, LoopRun, Stages, open_experiment, run_iteration
 from aitp.loop.experiment import experiment_config
 from aitp.loop.iteration import Event, broadcast
-from aitp.rollouts.cluster import dask_client, local_cluster
+from aitp.rollouts.cluster import dask_client, loop_cluster
 from aitp.services import mlflow_uri
 from tasks import loop as prefect_tasks
 from tasks.artifacts import ArtifactReporter
@@ -62,12 +62,12 @@ def iteration_flow(
 
 
 @contextmanager
-def _cluster(address: str | None, workers: int | None, needed: bool) -> Iterator[str | None]:
+def _cluster(address: str | None, workers: int | None, needed: bool, device: str | None) -> Iterator[str | None]:
     """The scheduler address the iterations share: the given one, or a local cluster's for the loop."""
     if address or not needed:
         yield address
         return
-    with local_cluster(workers) as cluster:
+    with loop_cluster(device, workers) as cluster:  # one GPU worker per visible GPU on CUDA
         yield cluster.scheduler_address
 
 
@@ -97,7 +97,10 @@ def loop_flow(
     todo = [k for k in range(last + 1) if not is_finished(root, cfg.experiment, k)]
     needs_dask = any(run.environment.acts(k) for k in todo)
     rows = []
-    with _cluster(dask_address or cfg.rollouts.dask_address, cfg.rollouts.workers, needs_dask) as address:
+    with (
+        run.registry.experiment_run(cfg.experiment),  # the parent run ends with the loop
+        _cluster(dask_address or cfg.rollouts.dask_address, cfg.rollouts.workers, needs_dask, cfg.device) as address,
+    ):
         for k in todo:
             named = iteration_flow.with_options(flow_run_name=run.flow_run_name(k), version=run.version)
             with tags(cfg.experiment, f"iteration:{k:03d}", f"config:{run.config_hash}"):

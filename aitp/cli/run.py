@@ -119,10 +119,12 @@ def run_command(
 ) -> None:
     """Run the loop (eval -> filter -> train -> promote) as Prefect flow runs, one per iteration."""
     from aitp.loop.experiment import check_experiment, experiment_config
+    from aitp.rollouts.cluster import check_device
     from aitp.services import apply_offline_env, prefect_api
 
     root = writable_home(home)
     cfg = experiment_config(root, str(config) if config else None, list(set_), resume)
+    check_device(cfg.device)  # `device: cuda` without a visible GPU stops here, before any service
     check_experiment(root, cfg, new_version)
     apply_offline_env()
     _prefect_env(root, verbose)

@@ -118,7 +118,9 @@ def run_rollouts(
             device=load_on,
             system_prompt=system_prompt,
         )
-        shards = cut_shards([item.to_dict() for item in items], shard_size or default_shard_size(len(items)))
+        gpus = gpu_workers(dask) if resources else 0
+        size = shard_size or default_shard_size(len(items), gpu_workers=gpus)
+        shards = cut_shards([item.to_dict() for item in items], size)
         return _gather(dask, shards, policy, ctx, retries, resources, len(items), on_progress)
 
 

@@ -81,8 +81,12 @@ def load_config(model: type[M], path: str | Path | None = None, overrides: list[
             raise ConfigError(
                 f"config file {path} does not exist: pass an existing YAML file, e.g. configs/quickstart.yaml"
             )
+        if not path.is_file():
+            raise ConfigError(f"config path {path} is not a file: pass a YAML file, e.g. configs/quickstart.yaml")
         try:
-            data = yaml.safe_load(path.read_text()) or {}
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except UnicodeDecodeError:
+            raise ConfigError(f"config file {path} is not UTF-8 text: pass a YAML file") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
         if not isinstance(data, dict):

@@ -23,9 +23,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aitp.errors import AitpError
 from aitp.policies.base import Completion, Messages, Policy, SamplingParams
+from aitp.policies.tiny.sampler import PromptTooLongError
 from aitp.tokenizer import ByteTokenizer
 
 DEFAULT_MAX_TOKENS = 256
+# Limits that keep one request from holding the model lock for long: a request asks for at most
+# `max_request_tokens` tokens in all (prompts x n x max_tokens), and stop strings are checked at
+# every token, so their number and length are bounded too.
+DEFAULT_MAX_REQUEST_TOKENS = 65536
+MAX_STOP_STRINGS = 64
+MAX_STOP_CHARS = 256
+SEED_RANGE = (-(2**63), 2**63 - 1)  # a signed 64-bit integer, as the OpenAI API documents
 
 
 class ServeError(AitpError):
@@ -47,7 +55,7 @@ class _Sampling(BaseModel):
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     max_tokens: int | None = Field(None, ge=1)
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=SEED_RANGE[0], le=SEED_RANGE[1])
     stream: bool | None = False
 
 
@@ -55,17 +63,30 @@ class ChatRequest(_Sampling):
     messages: list[dict[str, Any]]
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool | None = False
-    top_logprobs: int | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
 
 
 class CompletionRequest(_Sampling):
     prompt: str | list[str]
-    logprobs: int | None = None
+    logprobs: int | None = Field(None, ge=0, le=5)
     echo: bool | None = False
 
 
-def _params(req: _Sampling, max_tokens: int | None) -> SamplingParams:
+def _params(req: _Sampling, max_tokens: int | None, prompts: int, max_request_tokens: int) -> SamplingParams:
+    """The request's sampling parameters, refused (400) when they would hold the model too long."""
     stop = req.stop if isinstance(req.stop, list) else ([req.stop] if req.stop else [])
+    if len(stop) > MAX_STOP_STRINGS:
+        raise _ApiError(400, f"stop has {len(stop)} strings: send at most {MAX_STOP_STRINGS}", "stop")
+    if any(not s or len(s) > MAX_STOP_CHARS for s in stop):
+        raise _ApiError(400, f"each stop string must have 1 to {MAX_STOP_CHARS} characters", "stop")
+    asked = prompts * (req.n or 1) * (max_tokens or DEFAULT_MAX_TOKENS)
+    if asked > max_request_tokens:
+        raise _ApiError(
+            400,
+            f"the request asks for up to {asked} tokens (prompts x n x max_tokens), above this server's "
+            f"limit of {max_request_tokens}: lower n or max_tokens, or split the request",
+            "max_tokens",
+        )
     return SamplingParams(
         n=req.n or 1,
         temperature=1.0 if req.temperature is None else req.temperature,
@@ -124,8 +145,11 @@ def _usage(groups: list[list[Completion]]) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def create_app(policy: Policy, model_name: str | None = None) -> FastAPI:
-    """The FastAPI app serving one policy under `model_name` (default: the policy's name)."""
+def create_app(
+    policy: Policy, model_name: str | None = None, max_request_tokens: int = DEFAULT_MAX_REQUEST_TOKENS
+) -> FastAPI:
+    """The FastAPI app serving one policy under `model_name` (default: the policy's name); a request
+    may ask for at most `max_request_tokens` tokens (prompts x n x max_tokens)."""
     served = model_name or getattr(policy, "name", "aitp")
     app = FastAPI(title="aitp serve", docs_url=None, redoc_url=None)
     lock = threading.Lock()
@@ -155,6 +179,13 @@ def create_app(policy: Policy, model_name: str | None = None) -> FastAPI:
     async def _api_error(_: Request, exc: _ApiError) -> JSONResponse:
         body = {"message": exc.message, "type": "invalid_request_error", "param": exc.param, "code": None}
         return JSONResponse({"error": body}, status_code=exc.status)
+
+    @app.exception_handler(AitpError)
+    async def _refused(_: Request, exc: AitpError) -> JSONResponse:
+        # The policy refuses what the request asked for (a prompt beyond the model's context...).
+        code = "context_length_exceeded" if isinstance(exc, PromptTooLongError) else None
+        body = {"message": " ".join(str(exc).split()), "type": "invalid_request_error", "param": None, "code": code}
+        return JSONResponse({"error": body}, status_code=400)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -186,7 +217,7 @@ def create_app(policy: Policy, model_name: str | None = None) -> FastAPI:
     @app.post("/v1/chat/completions")
     def chat(req: ChatRequest) -> dict[str, Any]:
         check_model(req)
-        params = _params(req, req.max_completion_tokens or req.max_tokens)
+        params = _params(req, req.max_completion_tokens or req.max_tokens, 1, max_request_tokens)
         [group] = sample([_messages(req.messages)], params, req.seed)
         choices = []
         for i, c in enumerate(group):
@@ -224,7 +255,9 @@ def create_app(policy: Policy, model_name: str | None = None) -> FastAPI:
         if req.echo:
             raise _ApiError(400, "echo is not supported: send echo=false", "echo")
         texts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
-        groups = sample_text(texts, _params(req, req.max_tokens), req.seed)
+        if not texts:
+            raise _ApiError(400, "prompt must not be an empty list", "prompt")
+        groups = sample_text(texts, _params(req, req.max_tokens, len(texts), max_request_tokens), req.seed)
         choices = []
         for g, group in enumerate(groups):
             for j, c in enumerate(group):
@@ -264,6 +297,8 @@ def create_app(policy: Policy, model_name: str | None = None) -> FastAPI:
 
 def bind(host: str = "127.0.0.1", port: int = 8000) -> socket.socket:
     """A listening socket on host:port (port 0 picks a free one), with a one-line error on failure."""
+    if not 0 <= port <= 65535:
+        raise ServeError(f"port {port} is outside 0-65535: pick another --port (0 picks a free one)")
     try:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
         sock = socket.socket(info[0], socket.SOCK_STREAM)
@@ -283,6 +318,7 @@ def serve(
     port: int = 8000,
     model_name: str | None = None,
     sock: socket.socket | None = None,
+    max_request_tokens: int = DEFAULT_MAX_REQUEST_TOKENS,
 ) -> None:
     """Serve a policy until interrupted; prints `serving MODEL at http://HOST:PORT/v1` once listening.
 
@@ -294,7 +330,7 @@ def serve(
     bound_host, bound_port = sock.getsockname()[:2]
     served = model_name or getattr(policy, "name", "aitp")
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    app = create_app(policy, model_name)
+    app = create_app(policy, model_name, max_request_tokens)
     print(f"serving {served} at http://{shown}:{bound_port}/v1", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False)
     uvicorn.Server(config).run(sockets=[sock])

@@ -50,7 +50,9 @@ def free_port() -> int:
 
 
 def check_port_free(port: int, option: str) -> None:
-    """A one-line error naming the option when a port on 127.0.0.1 is already taken."""
+    """A one-line error naming the option when a port on 127.0.0.1 is out of range or already taken."""
+    if not 0 < port <= 65535:
+        raise ServiceError(f"port {port} is outside 1-65535: pick another with {option}")
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 
-from aitp.errors import AitpError
+from aitp.errors import AitpError, BadInputError
 
 app = typer.Typer(
     name="aitp",
@@ -24,9 +25,31 @@ def fail(message: str, code: int = 2) -> None:
     raise SystemExit(code)
 
 
-def run_app() -> None:
-    """Run the CLI, turning user-facing errors into one line on stderr and a non-zero exit."""
+def read_text(path: Path, option: str) -> str:
+    """A UTF-8 text file named by `option`, or a one-line error saying what is wrong with it."""
+    if not path.is_file():
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise BadInputError(f"{option} {path} {what}: pass an existing text file")
     try:
-        app()
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise BadInputError(f"{option} {path} is not UTF-8 text: pass a text file") from None
+
+
+def run_app(args: list[str] | None = None) -> None:
+    """Run the CLI, turning user-facing errors (bad options, AitpError) into one line on stderr and a non-zero exit."""
+    try:
+        code = app(args=args, prog_name="aitp", standalone_mode=False)
+    except typer.TyperException as exc:  # click's usage errors: unknown options, wrong types, missing values
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `aitp lake` alone asks for the help
+            typer.echo(exc.ctx.get_help())
+            raise SystemExit(exc.exit_code) from None
+        context = getattr(exc, "ctx", None)
+        where = context.command_path if context is not None else "aitp"
+        fail(f"{exc.format_message()} (see `{where} --help`)", exc.exit_code)
+    except typer.Abort:
+        fail("aborted", 1)
     except AitpError as exc:
         fail(str(exc))
+    if isinstance(code, int) and code:  # `typer.Exit(code)` is returned, not raised, outside standalone mode
+        raise SystemExit(code)

@@ -43,16 +43,20 @@ def items_command(
 
 
 def _read_groups(stream: TextIO) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in enumerate(stream, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise BadInputError(f"line {number}: not valid JSON ({exc.msg}): fix or remove that line") from None
-        if not isinstance(record, dict):
-            raise BadInputError(f'line {number}: expected a JSON object from `aitp items` plus "completions"')
-        yield number, record
+    number = 0
+    try:
+        for number, line in enumerate(stream, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise BadInputError(f"line {number}: not valid JSON ({exc.msg}): fix or remove that line") from None
+            if not isinstance(record, dict):
+                raise BadInputError(f'line {number}: expected a JSON object from `aitp items` plus "completions"')
+            yield number, record
+    except UnicodeDecodeError:
+        raise BadInputError(f"line {number + 1}: not UTF-8 text: pass JSONL lines from `aitp items`") from None
 
 
 def _score_record(record: dict[str, Any], max_token_length: int, count_tokens) -> dict[str, Any]:
@@ -81,8 +85,9 @@ def score_command(
     """Score groups of completions: each line is an `aitp items` line plus "completions": [str, ...]."""
     if max_token_length <= 0:
         raise BadInputError(f"--max-token-length must be positive, got {max_token_length}")
-    if input is not None and not input.exists():
-        raise BadInputError(f"input file {input} does not exist: pass an existing JSONL file")
+    if input is not None and not input.is_file():
+        what = "is a directory" if input.is_dir() else "does not exist"
+        raise BadInputError(f"input file {input} {what}: pass an existing JSONL file")
     count_tokens = load_token_counter(tokenizer)
     stream = open(input, encoding="utf-8") if input is not None else sys.stdin
     with stream:

@@ -12,8 +12,9 @@ from typing import Any, TextIO
 
 import typer
 
-from aitp.cli.app import app
+from aitp.cli.app import app, read_text
 from aitp.errors import BadInputError
+from aitp.home import require_home
 
 HOME_HELP = "Home directory or URI (default: $AITP_HOME, else ./data)."
 SQL_FORMATS = ("table", "csv", "json")
@@ -85,9 +86,8 @@ def sql_command(
     if query is not None and file is not None:
         raise BadInputError("pass the query as an argument or with -f FILE, not both")
     if file is not None:
-        if not file.is_file():
-            raise BadInputError(f"no SQL file at {file}: check the path given to -f")
-        query = file.read_text()
+        query = read_text(file, "-f")
+    require_home(home)
     if query is not None:
         read_only_statements(query)  # refuse before opening anything
     con = connect(home, read_only=True)
@@ -118,6 +118,7 @@ def export_command(
     """Export rollouts grouped per item in the seed's atropos-jsonl dump format."""
     from aitp.lake.export import FORMATS, export_atropos
 
+    require_home(home)
     if output_format not in FORMATS:
         raise BadInputError(f"unknown --format '{output_format}': use {', '.join(FORMATS)}")
     if out is None:
@@ -143,6 +144,7 @@ def rescore_command(
     """Re-score stored rollouts with the current verifier into `rescores`; report changes per task."""
     from aitp.lake.rescore import rescore
 
+    require_home(home)
     changes = rescore(home, experiment, iteration)
     columns = ["task", "rollouts", "raw_changed", "lenient_changed", "format_changed", "unscorable"]
     rows = [
@@ -164,6 +166,9 @@ def check_command(
     from aitp.lake.check import QUARANTINE_DIR, check_lake
     from aitp.lake.storage import open_lake
 
+    require_home(home)
+    if grace_seconds < 0:
+        raise BadInputError(f"--grace-seconds must be zero or more, got {grace_seconds}")
     problems = check_lake(home, repair=repair, deep=deep, grace_s=grace_seconds)
     for p in problems:
         print(f"{p.kind}\t{p.path}\t{p.detail}" + ("\t-> quarantined" if p.repaired else ""))
@@ -186,6 +191,9 @@ def vacuum_command(
     """Delete files that later commits replaced, once no reader can still be using them."""
     from aitp.lake.vacuum import vacuum_lake
 
+    require_home(home)
+    if older_than_seconds < 0:
+        raise BadInputError(f"--older-than-seconds must be zero or more, got {older_than_seconds}")
     deleted = vacuum_lake(home, older_than_seconds)
     for path in deleted:
         print(f"deleted\t{path}")
@@ -201,6 +209,7 @@ def ls_command(
     from aitp.lake.catalog import commits
     from aitp.lake.schemas import TABLES, schema_of
 
+    require_home(home)
     tables = [table] if table else list(TABLES)
     rows = []
     for name in tables:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from aitp.proving.backends import DEFAULT_THEOREM_SETS, backend_available, open_
 from aitp.proving.errors import ProverUnavailableError, UnknownTheoremError
 from aitp.proving.policies import FixedTacticPolicy
 from aitp.proving.search import Budget, SearchConfig, make_search
-from aitp.proving.theorems import load_theorem_set, split_of
+from aitp.proving.theorems import TheoremSet, load_theorem_set, split_of
 from aitp.proving.traces import merge_rows, trace_rows, write_traces
 
 
@@ -56,7 +57,7 @@ def prove_command(
         raise BadInputError(f"backend '{backend}' has no built-in theorem set: pass --theorems FILE.jsonl")
     if experiment and not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", experiment):
         raise BadInputError(f"bad experiment name '{experiment}': use letters, digits, '_', '-', '.'")
-    library = load_theorem_set(set_name, home)
+    library = _theorem_set(set_name, home)
     if library.backend != backend:
         raise BadInputError(
             f"theorem set '{set_name}' is for {library.backend}, not {backend}: pass --backend {library.backend}"
@@ -94,6 +95,17 @@ def prove_theorems_command(
     home: Path | None = typer.Option(None, help="aitp home; default $AITP_HOME or ./data."),
 ) -> None:
     """List a theorem set: name, split and statement, one per line."""
-    library = load_theorem_set(theorems, home)
+    library = _theorem_set(theorems, home)
     for theorem in library.split(split):
         print(f"{theorem.name}\t{split_of(theorem.name)}\t{theorem.statement}")
+
+
+def _theorem_set(name: str, home: Path | None) -> TheoremSet:
+    """A theorem set by name or JSONL path; a file that is not one fails in one line naming it."""
+    try:
+        return load_theorem_set(name, home)
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise BadInputError(
+            f"{name} is not a theorem set ({type(exc).__name__}): pass coq-stdlib, hol-core or a JSONL file written "
+            "by aitp (a header line, then one theorem per line)"
+        ) from None

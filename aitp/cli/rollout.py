@@ -105,6 +105,9 @@ def rollout_command(
         raise BadInputError(f"--workers must be at least 1, got {workers}")
     if not 0.0 <= temperature <= 2.0 or not 0.0 < top_p <= 1.0:
         raise BadInputError("--temperature must be in [0, 2] and --top-p in (0, 1]")
+    for name, path in (("--output", output), ("--samples-output", samples_output)):
+        if path is not None and path.is_dir():
+            raise BadInputError(f"{name} {path} is a directory: pass a file path for the JSONL")
     spec = policy_spec(policy, model_path, base_url, model, endpoint, concurrency, timeout)
     preflight(spec)  # before any cluster starts: a bad path or a dead server fails in a second
     items = generate_items(task, n_items, seed, split, parse_difficulty(difficulty))
@@ -154,13 +157,19 @@ def serve_command(
     model_path: Path | None = typer.Option(None, help="Model directory or .gguf for --policy hf."),
     model_name: str | None = typer.Option(None, help="Model id clients ask for; default the policy's name."),
     device: str | None = typer.Option(None, help="cpu or cuda; default: cuda when available."),
+    max_request_tokens: int | None = typer.Option(
+        None, help="Refuse requests asking for more tokens in all (prompts x n x max_tokens); default 65536."
+    ),
 ) -> None:
     """Serve a local policy over an OpenAI-compatible HTTP API (/v1/models, /v1/chat/completions, /v1/completions)."""
     if policy == "openai":
         raise BadInputError("--policy openai is already a server: serve tiny, hf or a checkpoint directory")
+    if max_request_tokens is not None and max_request_tokens < 1:
+        raise BadInputError(f"--max-request-tokens must be at least 1, got {max_request_tokens}")
     spec = policy_spec(policy, model_path)
     from aitp.policies.loading import load_policy
-    from aitp.serve import bind, serve
+    from aitp.serve import DEFAULT_MAX_REQUEST_TOKENS, bind, serve
 
     sock = bind(host, port)  # a busy port fails before minutes of model loading, not after
-    serve(load_policy(spec, device=device), model_name=model_name, sock=sock)
+    limit = max_request_tokens or DEFAULT_MAX_REQUEST_TOKENS
+    serve(load_policy(spec, device=device), model_name=model_name, sock=sock, max_request_tokens=limit)

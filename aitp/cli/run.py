@@ -205,9 +205,10 @@ def services_up_command(
 @services_app.command("down")
 def services_down_command(home: Path | None = typer.Option(None, help=HOME_HELP)) -> None:
     """Stop the servers `aitp services up` started for a home."""
-    from aitp.home import resolve_home
+    from aitp.home import require_home, resolve_home
     from aitp.services import services_down
 
+    require_home(home)
     stopped = services_down(resolve_home(home))
     print("stopped " + (", ".join(stopped) if stopped else "nothing (no services recorded)"))
 
@@ -215,9 +216,10 @@ def services_down_command(home: Path | None = typer.Option(None, help=HOME_HELP)
 @services_app.command("status")
 def services_status_command(home: Path | None = typer.Option(None, help=HOME_HELP)) -> None:
     """Show the servers recorded for a home that still answer."""
-    from aitp.home import resolve_home
+    from aitp.home import require_home, resolve_home
     from aitp.services import recorded_services
 
+    require_home(home)
     found = recorded_services(resolve_home(home))
     for name, service in found.items():
         print(f"{name}\t{service.url}\tpid {service.pid}")

@@ -11,14 +11,20 @@ from pathlib import Path
 import typer
 
 from aitp.cli.app import app
+from aitp.errors import BadInputError
 
 HOME_HELP = "Home directory (default: $AITP_HOME, else ./data)."
 SET_HELP = "Override a config key, e.g. --set steps=200 (repeatable)."
 
 
-def _spec(text: str) -> str | dict:
+def _spec(text: str, option: str) -> str | dict:
     """A policy spec from the command line: JSON for a dict spec, else a path or name."""
-    return json.loads(text) if text.lstrip().startswith("{") else text
+    if not text.lstrip().startswith("{"):
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInputError(f"{option} looks like JSON but is not ({exc.msg}): pass a valid JSON object") from None
 
 
 @app.command("train")
@@ -39,18 +45,19 @@ def train_command(
     from aitp.train.config import TrainConfig
     from aitp.train.run import train
 
+    cfg = load_config(TrainConfig, config, set_)  # bad input fails before the home is created
+    spec = _spec(base, "--base")
     home = resolve_home(home)
-    cfg = load_config(TrainConfig, config, set_)
     registry = Registry(home) if register else None
     if registry is not None:
         run_id = registry.iteration_run(experiment, iteration)  # fails fast when the registry is unreachable
         with registry.system_metrics(run_id):
-            path = train(home, experiment, iteration, _spec(base), cfg, out)
+            path = train(home, experiment, iteration, spec, cfg, out)
         registry.log_training(experiment, iteration, path)
         mv = registry.register(experiment, iteration, path)
         print(f"checkpoint {path}\nregistered {mv.name} version {mv.version} (model {mv.model_version}) as challenger")
     else:
-        print(f"checkpoint {train(home, experiment, iteration, _spec(base), cfg, out)}")
+        print(f"checkpoint {train(home, experiment, iteration, spec, cfg, out)}")
 
 
 @app.command("eval")
@@ -66,7 +73,7 @@ def eval_command(
 ) -> None:
     """Evaluate a checkpoint on the fixed eval set: pass rate (95% CI), format errors, tokens per task and level."""
     from aitp.configs import load_config
-    from aitp.errors import BadInputError
+    from aitp.envs.tasks import task_info
     from aitp.evaluate import EvalConfig, EvalSetEvaluator, evaluate
     from aitp.home import resolve_home
     from aitp.loop.evaluation import evaluate_version
@@ -74,13 +81,16 @@ def eval_command(
 
     if (checkpoint is None) == (version is None):
         raise BadInputError("pass exactly one of --checkpoint PATH or --version REF (a number, challenger, champion)")
+    cfg = load_config(EvalConfig, config, set_)  # bad input fails before the home is created
+    for task in cfg.tasks:
+        task_info(task)
+    spec = _spec(checkpoint, "--checkpoint") if checkpoint is not None else None
     home = resolve_home(home)
-    cfg = load_config(EvalConfig, config, set_)
     registry = Registry(home) if track or version is not None else None
     if version is not None:
         result = evaluate_version(registry, experiment, iteration, version, EvalSetEvaluator(cfg), role=version)
     else:
-        result = evaluate(home, experiment, iteration, _spec(checkpoint), cfg)
+        result = evaluate(home, experiment, iteration, spec, cfg)
         if registry is not None:
             registry.log_eval(result)
     if registry is not None:
@@ -127,12 +137,13 @@ def promote_command(
     from aitp.registry import PromotionConfig, Registry
     from aitp.registry import rollback as do_rollback
 
+    if not rollback:  # bad configs fail before the home or the registry is created
+        cfg = load_config(PromotionConfig, config, [] if margin is None else [f"margin={margin}"])
+        eval_cfg = load_config(EvalConfig, eval_config)
     registry = Registry(resolve_home(home))
     if rollback:
         decision = do_rollback(registry, experiment)
     else:
-        cfg = load_config(PromotionConfig, config, [] if margin is None else [f"margin={margin}"])
-        evaluator = EvalSetEvaluator(load_config(EvalConfig, eval_config))
-        decision = gate(registry, experiment, iteration, evaluator, cfg, challenger)
+        decision = gate(registry, experiment, iteration, EvalSetEvaluator(eval_cfg), cfg, challenger)
     print(decision.reason)
     print("aliases: " + ", ".join(f"{k}=v{v}" for k, v in sorted(registry.aliases(experiment).items())))

@@ -21,8 +21,10 @@ def proof_command(
     out: Path | None = typer.Option(None, help="HTML file to write (default proof-<theorem>-<search id>.html)."),
 ) -> None:
     """Write an HTML page that replays one proof search step by step: tree, goals, tactics, proof."""
+    from aitp.home import require_home
     from aitp.viz.proof import write_proof_page
 
+    require_home(home)
     path, trace = write_proof_page(home, experiment, theorem, out, search_id)
     status = "proved" if trace.proof is not None else "not proved"
     print(f"{path}\t{trace.theorem_id}\t{len(trace.nodes)} goals\t{len(trace.edges)} tactics\t{status}")

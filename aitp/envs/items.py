@@ -113,7 +113,14 @@ def _dataset_cached(task: str, config_json: str, seed: int) -> Any:
 
 def dataset_for(task: str, config: dict[str, Any], seed: int) -> Any:
     """The reasoning-gym dataset object of an identity (cached: some datasets precompute at creation)."""
-    return _dataset_cached(task, _canonical(config), seed)
+    task_info(task)  # an unknown name fails naming the closest tasks, not deep inside reasoning-gym
+    try:
+        return _dataset_cached(task, _canonical(config), seed)
+    except (TypeError, ValueError, AssertionError, KeyError) as exc:  # reasoning-gym's config checks
+        message = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise BadInputError(
+            f"bad config for task '{task}' ({message}): fix it to match reasoning-gym's config"
+        ) from None
 
 
 def _jsonable(value: Any) -> Any:

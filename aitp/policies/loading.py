@@ -20,7 +20,7 @@ from aitp.policies.spec import PolicyLoadError, PolicySpec
 def load_policy(spec: PolicySpec | str | Path | dict[str, Any], device: str | torch.device | None = None) -> Policy:
     """Build the policy a spec describes (see `aitp.policies.spec`), on `device` (default: cuda if any)."""
     spec = PolicySpec.parse(spec)
-    backend = spec.backend or _sniff(_require_path(spec))
+    backend = spec.backend or backend_of(_require_path(spec))
     if backend == "tiny":
         return _load_tiny(spec, device)
     if backend == "hf":
@@ -41,7 +41,7 @@ def _require_path(spec: PolicySpec) -> Path:
     return path
 
 
-def _sniff(path: Path) -> str:
+def backend_of(path: Path) -> str:
     """Which backend loads `path`."""
     from aitp.policies.tiny.checkpoint import is_tiny_checkpoint
 

@@ -23,6 +23,10 @@ COQ_TACTICS: frozenset[str] = frozenset(
     """.split()
 )
 
+# Deeper nesting than this is never a useful tactic, and the recursive parser must stay well inside
+# Python's recursion limit (990 nested parentheses fit under the length limit).
+MAX_NESTING = 48
+
 # Tacticals taking one tactic, and `do N`.
 _PREFIX_TACTICALS = frozenset({"try", "repeat", "progress", "now"})
 _LIST_TACTICALS = frozenset({"first", "solve"})
@@ -68,6 +72,7 @@ class _Parser:
         self.tokens = tokens
         self.pos = 0
         self.forbidden = forbidden
+        self.depth = 0
 
     def peek(self) -> str | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
@@ -106,6 +111,14 @@ class _Parser:
             self.unary()
 
     def unary(self) -> None:
+        # Every recursive path (parentheses, tacticals, branches, `by`) passes through here.
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise TacticRejectedError(f"tactic nested deeper than {MAX_NESTING} levels")
+        self._unary()
+        self.depth -= 1
+
+    def _unary(self) -> None:
         token = self.peek()
         if token is None:
             raise TacticRejectedError("empty tactic")

@@ -136,19 +136,36 @@ class ProverEnv(ABC):
         return self._premises.get(goal.theorem, [])
 
     def run_tactic(self, goal: Goal, tactic: str, timeout: float | None = None) -> TacticResult:
-        """Run `tactic` on `goal`: new goals, proved, error or timeout; a rejected tactic never runs."""
+        """Run `tactic` on `goal`: new goals, proved, error or timeout; a rejected tactic never runs.
+
+        No failure of one tactic escapes: a search must survive whatever a model writes, so every
+        failure (rejection, a parser's recursion, a crashed or confused prover) is an error edge.
+        """
+        if not isinstance(tactic, str):
+            return TacticResult("error", error=f"rejected: a tactic is a string, not {type(tactic).__name__}")
         try:
             normalised = self.validate_tactic(goal, tactic)
         except TacticRejectedError as exc:
             return TacticResult("error", error=f"rejected: {exc}")
+        except RecursionError:
+            return TacticResult("error", error="rejected: tactic nested too deeply to parse")
+        except Exception as exc:  # noqa: BLE001 - a validator bug refuses the tactic; it never reaches the prover
+            return TacticResult("error", error=f"rejected: validator failed ({type(exc).__name__})")
         start = time.perf_counter()
         try:
             result = self._run(goal, normalised, timeout or self.tactic_timeout)
+        except TacticRejectedError as exc:
+            result = TacticResult("error", error=f"rejected: {exc}")
         except ProverCrashedError as exc:
             self.crashes += 1
             self._replace()
             outcome = "timeout" if exc.timed_out else "error"
             result = TacticResult(outcome, error=f"prover {'hung' if exc.timed_out else 'crashed'}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the session's state is unknown after any other failure
+            self.crashes += 1
+            self._replace()
+            message = " ".join(str(exc).split())[:200]
+            result = TacticResult("error", error=f"prover failed: {type(exc).__name__}: {message}")
         if any(len(g.text) > self.max_goal_chars for g in result.goals):
             # Rewriting loops blow goals up exponentially; such goals are never worth searching.
             result = TacticResult("error", error=f"goal longer than {self.max_goal_chars} characters")

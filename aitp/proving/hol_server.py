@@ -4,9 +4,11 @@ The loaded toplevel listens on a Unix socket and forks a child per connection (~
 session starts from the same fully loaded state. A child keeps a table of goals; a request names
 a goal by id and a tactic as an s-expression, which the child *interprets* over tables of known
 tactics, conversions and library theorems: no OCaml is ever evaluated from a request, and terms
-are parsed as data by `parse_term`. Each tactic runs under an interval timer; the timeout
-exception leaves the child usable. The final check rebuilds the theorem with `prove` from the
-proof tree (`THENL`), and compares it with the library statement, no hypotheses, no new axioms.
+are parsed as data by `parse_term`. Each tactic, the parsing of its terms included, runs under an
+interval timer; the timeout exception leaves the child usable. `CONV_TAC` takes a conversion from
+its own table, and is listed among the tactics when that table is not empty. The final check
+rebuilds the theorem with `prove` from the proof tree (`THENL`), and compares it with the library
+statement, no hypotheses, no new axioms.
 
 Framing: a decimal byte length, a newline, then the payload; responses are lines (`ok`, `err`,
 `timeout`, then fields with newlines flattened).
@@ -156,23 +158,23 @@ let aitp_handle req = match req with
   | Lst [Atom "open"; target] -> "ok\n" ^ aitp_reply_goal ([], aitp_target target)
   | Lst [Atom "run"; Atom id; Atom secs; tac] ->
       let g = (try Hashtbl.find aitp_goals (int_of_string id) with Not_found -> failwith "unknown goal id") in
-      let t = aitp_tactic tac in
-      let ((mvs, _), gls, _) = aitp_with_timeout (float_of_string secs) t g in
+      (* Building the tactic parses its terms: that counts against the timer too. *)
+      let ((mvs, _), gls, _) = aitp_with_timeout (float_of_string secs) (fun g -> aitp_tactic tac g) g in
       if mvs <> [] then failwith "tactic introduced metavariables" else
       String.concat "\n" (("ok " ^ string_of_int (List.length gls)) :: List.map aitp_reply_goal gls)
   | Lst [Atom "check"; target; Atom secs; proof] ->
       let tm = aitp_target target in
       let before = List.length (axioms ()) in
-      let tac = aitp_proof proof in
-      let th = aitp_with_timeout (float_of_string secs) prove (tm, tac) in
+      let th = aitp_with_timeout (float_of_string secs) (fun tm -> prove (tm, aitp_proof proof)) tm in
       if hyp th <> [] then failwith "the rebuilt theorem has hypotheses"
       else if not (aconv (concl th) tm) then failwith "the rebuilt theorem differs from the statement"
       else if List.length (axioms ()) <> before then failwith "new axioms appeared"
       else "ok"
   | Lst [Atom "tactics"] ->
       let names tbl = Hashtbl.fold (fun k _ acc -> k :: acc) tbl [] in
+      let conv_tac = if Hashtbl.length aitp_convs > 0 then ["CONV_TAC"] else [] in
       "ok\n" ^ String.concat " " (names aitp_tac0 @ names aitp_tac_thms @ names aitp_tac_thm
-                                  @ names aitp_tac_term @ names aitp_tac_thmtac @ names aitp_convs)
+                                  @ names aitp_tac_term @ names aitp_tac_thmtac @ conv_tac @ names aitp_convs)
   | _ -> failwith "unknown request";;
 
 let aitp_read_frame ic = let n = int_of_string (input_line ic) in really_input_string ic n;;

@@ -40,6 +40,9 @@ HOL_TACTICS: dict[str, str] = {
 HOL_CONVS = frozenset("ARITH_RULE REAL_ARITH INT_ARITH TAUT NUM_REDUCE_CONV REAL_RAT_REDUCE_CONV NUM_RING".split())
 THM_RULES = {"GSYM": 1, "CONJUNCT1": 1, "CONJUNCT2": 1, "SPEC": 2, "SPECL": 2}
 
+MAX_CHARS = 4000  # of the tactic as given and of its canonical form, which `run` parses again
+MAX_NESTING = 48  # parentheses, tacticals and theorem rules: keeps the recursive parser far from Python's limit
+
 _TOKEN = re.compile(r"\s*(`[^`]*`|[A-Za-z_][A-Za-z0-9_']*|[\[\];(),])")
 
 
@@ -64,6 +67,13 @@ class _Parser:
         self.theorems = theorems
         self.tactics = tactics
         self.forbidden = forbidden
+        self.depth = 0
+
+    def nest(self) -> None:
+        """Enter one level of nesting; every recursive path of the grammar passes through here."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise TacticRejectedError(f"tactic nested deeper than {MAX_NESTING} levels")
 
     @staticmethod
     def _tokenize(text: str) -> list[str]:
@@ -107,17 +117,21 @@ class _Parser:
         return text, sexp
 
     def unary(self) -> tuple[str, str]:
+        self.nest()
         token = self.peek()
         if token in ("REPEAT", "TRY"):
             self.take()
             text, sexp = self.unary()
-            return f"{token} {_paren(text)}", f"({token.lower()} {sexp})"
-        if token == "(":
+            text, sexp = f"{token} {_paren(text)}", f"({token.lower()} {sexp})"
+        elif token == "(":
             self.take("(")
             text, sexp = self.tactic()
             self.take(")")
-            return f"({text})", sexp
-        return self.atom()
+            text = _paren(text)
+        else:
+            text, sexp = self.atom()
+        self.depth -= 1
+        return text, sexp
 
     def atom(self) -> tuple[str, str]:
         name = self.take()
@@ -140,10 +154,22 @@ class _Parser:
             if HOL_TACTICS.get(inner) != "thm" or (self.tactics is not None and inner not in self.tactics):
                 raise TacticRejectedError(f"'{name}' needs a theorem-tactic such as MP_TAC, not '{inner}'")
             return f"{name} {inner}", f"(thmtac {name} {inner})"
-        conv = self.take()
-        if conv not in HOL_CONVS:
-            raise TacticRejectedError(f"conversion '{conv}' is not in the HOL Light allowlist")
+        conv = self.conv()
         return f"{name} {conv}", f"(conv {conv})"
+
+    def conv(self) -> str:
+        """A conversion name, optionally in parentheses: `CONV_TAC NUM_REDUCE_CONV`, `CONV_TAC(ARITH_RULE)`."""
+        if self.peek() == "(":
+            self.take("(")
+            conv = self.conv()
+            self.take(")")
+            return conv
+        conv = self.take()
+        if conv not in HOL_CONVS or (self.tactics is not None and conv not in self.tactics):
+            raise TacticRejectedError(
+                f"conversion '{conv}' is not in the HOL Light allowlist: use one of " + ", ".join(sorted(HOL_CONVS))
+            )
+        return conv
 
     def bracketed(self, item, allow_empty: bool = False) -> list[tuple[str, str]]:
         self.take("[")
@@ -168,6 +194,12 @@ class _Parser:
         return body
 
     def thm(self) -> tuple[str, str]:
+        self.nest()
+        text, sexp = self._thm()
+        self.depth -= 1
+        return text, sexp
+
+    def _thm(self) -> tuple[str, str]:
         if self.peek() == "(":
             self.take("(")
             text, sexp = self.thm()
@@ -198,7 +230,26 @@ class _Parser:
 
 
 def _paren(text: str) -> str:
-    return text if re.fullmatch(r"[A-Za-z0-9_']+|`[^`]*`|\[.*\]", text) else f"({text})"
+    """`text` as an argument: bare when it is one token or already one parenthesised group, so that
+    parsing a canonical text again gives the same text."""
+    if re.fullmatch(r"[A-Za-z0-9_']+|`[^`]*`|\[.*\]", text) or _one_group(text):
+        return text
+    return f"({text})"
+
+
+def _one_group(text: str) -> bool:
+    """Whether `text` is `( ... )` with the first parenthesis closed by the last (terms are skipped)."""
+    if not text.startswith("("):
+        return False
+    depth, quoted = 0, False
+    for i, char in enumerate(text):
+        if char == "`":
+            quoted = not quoted
+        elif not quoted and char in "()":
+            depth += 1 if char == "(" else -1
+            if depth == 0:
+                return i == len(text) - 1
+    return False
 
 
 def parse_hol_tactic(
@@ -209,8 +260,22 @@ def parse_hol_tactic(
 ) -> HolTactic:
     """Parse a tactic against the allowlist: `theorems` limits theorem names (None: any), `forbidden`
     excludes some (the theorem being proved), `tactics` limits tactic names to those the server has."""
-    if len(text) > 4000:
-        raise TacticRejectedError("tactic longer than 4000 characters")
+    parsed = _parse_once(text, theorems, tactics, forbidden)
+    if parsed.text != text:
+        # `run` parses the canonical text again, which can be longer and nest deeper (`TRY (TRY (...))`):
+        # it must pass here, or a tactic would be validated and then fail.
+        try:
+            _parse_once(parsed.text, theorems, tactics, forbidden)
+        except TacticRejectedError as exc:
+            raise TacticRejectedError(f"{exc} once written out in canonical form") from None
+    return parsed
+
+
+def _parse_once(
+    text: str, theorems: frozenset[str] | None, tactics: frozenset[str] | None, forbidden: frozenset[str]
+) -> HolTactic:
+    if len(text) > MAX_CHARS:
+        raise TacticRejectedError(f"tactic longer than {MAX_CHARS} characters")
     if not text.isascii():
         raise TacticRejectedError("tactic has non-ASCII characters")
     parser = _Parser(text.strip(), theorems, tactics, forbidden)

@@ -43,6 +43,10 @@ def preflight(spec: PolicySpec) -> None:
         raise PolicyNotFoundError(
             f"policy path {path} does not exist: pass a checkpoint directory, or tiny, hf or openai with their options"
         )
+    if path is not None and not spec.backend:
+        from aitp.policies.loading import backend_of
+
+        backend_of(path)  # a directory that is no checkpoint fails here, not in every worker
     if spec.is_remote:
         from aitp.policies.openai_backend import OpenAIPolicy
 

@@ -76,6 +76,9 @@ class TrainConfig(BaseModel):
     """Seeds shuffling and initialisation, so a rerun trains the same model."""
     num_workers: int = Field(0, ge=0)
     """DataLoader worker processes (0: load in the training process)."""
+    threads: int | None = Field(None, ge=1)
+    """CPU threads of the training process, pinned for the run so the same inputs give the same weights in any
+    process, whatever ran in it before (None: every core this process may use)."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:

@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,7 +139,29 @@ def fit(
     meta: dict[str, Any] | None = None,
 ) -> TrainResult:
     """Train `base` on `examples` (dicts with prompt, completion, and rejected for dpo) and save to `out`."""
-    out = Path(out)
+    with pinned_numerics(config.threads):
+        return _fit(examples, base, config, Path(out), meta)
+
+
+@contextmanager
+def pinned_numerics(threads: int | None) -> Iterator[None]:
+    """Fix what CPU arithmetic depends on for the duration of a fit, then restore it.
+
+    A Dask cluster started in this process sets OMP_NUM_THREADS=1 for its workers, which changes the
+    thread count of threads started later here: training in a resumed process then summed in another
+    order and gave other weights. Pinning the count (and denormal flushing) makes a fit a function of
+    its inputs alone.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or max(1, len(os.sched_getaffinity(0))))
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Path, meta: dict[str, Any] | None):
     start = time.perf_counter()
     pl.seed_everything(config.seed, workers=True, verbose=False)
     trainable = load_trainable(_spec_of(base), config.lora)

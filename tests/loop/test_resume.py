@@ -10,7 +10,7 @@ import pytest
 from aitp.lake import committed_shards, read_iteration
 from aitp.loop.experiment import resume_config
 from aitp.train.checkpoint import CheckpointError, checkpoint_dir, verify_checkpoint
-from tests.loop.helpers import MINI, champion_weights, env, lake_counts, run_aitp, run_and_kill
+from tests.loop.helpers import MINI, champion_weights, env, lake_counts, run_aitp, run_and_kill, weights_hash
 
 pytestmark = pytest.mark.slow  # real processes: a Prefect server, killed workers or writers
 
@@ -70,3 +70,20 @@ def test_killed_during_training_then_resumed(baseline, prefect_server, tmp_path)
     _resume(home, prefect_server)
     assert lake_counts(home, "mini") == lake_counts(home0, "mini")
     assert champion_weights(home, "mini") == champion_weights(home0, "mini")
+    # bit-exact: the retrained iteration has the clean run's weights, and model ids are content ids
+    retrained = [weights_hash(checkpoint_dir(h, "mini", 1)) for h in (home, home0)]
+    assert retrained[0] == retrained[1]
+    assert _model_ids(home) == _model_ids(home0)
+
+
+def _model_ids(home: Path) -> list[tuple]:
+    from aitp.lake import connect
+
+    con = connect(home)
+    try:
+        return con.execute(
+            "SELECT iteration, model_in, model_out, champion_model FROM iterations WHERE experiment = 'mini' "
+            "ORDER BY iteration"
+        ).fetchall()
+    finally:
+        con.close()

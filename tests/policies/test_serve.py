@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 
 import openai
 import pytest
@@ -13,6 +14,7 @@ from aitp.policies.loading import load_policy
 from tests.rollouts.helpers import PYTHON, make_tiny_checkpoint, start_server, stop, subprocess_env
 
 MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is 2 + 3?"}]
+MAX_REQUEST_TOKENS = 8192
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +24,8 @@ def checkpoint(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(checkpoint, tmp_path_factory):
-    proc, url = start_server(str(checkpoint), tmp_path_factory.mktemp("serve") / "serve.log")
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    proc, url = start_server(str(checkpoint), log, args=("--max-request-tokens", str(MAX_REQUEST_TOKENS)))
     try:
         yield url
     finally:
@@ -112,6 +115,62 @@ def test_bad_requests_get_openai_errors(client, checkpoint):
         client.chat.completions.create(model=checkpoint.name, messages=MESSAGES, stream=True)
     with pytest.raises(openai.BadRequestError, match="role"):
         client.chat.completions.create(model=checkpoint.name, messages=[{"role": "robot", "content": "x"}])
+
+
+def _refused(call, needle: str) -> openai.BadRequestError:
+    with pytest.raises(openai.BadRequestError, match=needle) as err:
+        call()
+    return err.value
+
+
+def test_prompt_beyond_the_context_is_refused(client, checkpoint):
+    long = [{"role": "user", "content": "x" * 5000}]  # the tiny model's context is 1,024 tokens
+    err = _refused(lambda: client.chat.completions.create(model=checkpoint.name, messages=long), "context")
+    assert err.code == "context_length_exceeded"
+    _refused(lambda: client.completions.create(model=checkpoint.name, prompt="y" * 5000), "context")
+
+
+def test_seed_outside_64_bits_is_refused(client, checkpoint):
+    ask = lambda seed: client.chat.completions.create(  # noqa: E731
+        model=checkpoint.name, messages=MESSAGES, seed=seed, max_tokens=2
+    )
+    for seed in (2**80, 2**63, -(2**63) - 1):
+        _refused(lambda s=seed: ask(s), "seed")
+    for seed in (2**63 - 1, -(2**63), -1):  # the whole documented range samples
+        assert ask(seed).choices[0].finish_reason in ("stop", "length")
+
+
+def test_logprobs_outside_their_range_are_refused(client, checkpoint):
+    chat = lambda **kw: client.chat.completions.create(model=checkpoint.name, messages=MESSAGES, max_tokens=2, **kw)  # noqa: E731
+    text = lambda **kw: client.completions.create(model=checkpoint.name, prompt="2 + 2 =", max_tokens=2, **kw)  # noqa: E731
+    _refused(lambda: chat(logprobs=True, top_logprobs=-1), "top_logprobs")
+    _refused(lambda: chat(logprobs=True, top_logprobs=21), "top_logprobs")
+    _refused(lambda: text(logprobs=-5), "logprobs")
+    _refused(lambda: text(logprobs=6), "logprobs")
+    assert chat(logprobs=True, top_logprobs=0).choices[0].logprobs is not None
+
+
+def test_stop_lists_are_bounded(client, checkpoint):
+    chat = lambda stop: client.chat.completions.create(  # noqa: E731
+        model=checkpoint.name, messages=MESSAGES, max_tokens=64, stop=stop
+    )
+    start = time.perf_counter()
+    _refused(lambda: chat([f"s{i}" for i in range(10_000)]), "at most 64")
+    assert time.perf_counter() - start < 5  # refused before the model lock, not after seconds of decoding
+    _refused(lambda: chat(["a" * 257]), "stop string")
+    _refused(lambda: chat(["ok", ""]), "stop string")
+    assert chat([f"s{i}" for i in range(64)]).choices
+
+
+def test_requests_above_the_token_cap_are_refused(client, checkpoint):
+    err = _refused(
+        lambda: client.chat.completions.create(model=checkpoint.name, messages=MESSAGES, n=9, max_tokens=1000),
+        f"limit of {MAX_REQUEST_TOKENS}",
+    )
+    assert "9000" in err.message
+    _refused(lambda: client.completions.create(model=checkpoint.name, prompt=["a"] * 5, n=2, max_tokens=1000), "10000")
+    _refused(lambda: client.completions.create(model=checkpoint.name, prompt=[], max_tokens=2), "empty")
+    assert client.chat.completions.create(model=checkpoint.name, messages=MESSAGES, n=8, max_tokens=4).choices
 
 
 def test_busy_port_and_missing_policy_are_one_line_errors(server, tmp_path):

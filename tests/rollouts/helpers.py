@@ -37,15 +37,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(policy: str, log_path: Path, timeout_s: float = 60.0):
-    """Start `aitp serve --policy POLICY --port 0` as a subprocess; return (process, base_url)."""
+def start_server(policy: str, log_path: Path, timeout_s: float = 60.0, args: tuple[str, ...] = ()):
+    """Start `aitp serve --policy POLICY --port 0 [ARGS]` as a subprocess; return (process, base_url)."""
     import re
     import subprocess
     import time
 
     log = open(log_path, "w+b")
     proc = subprocess.Popen(
-        [PYTHON, "-m", "aitp", "serve", "--policy", policy, "--port", "0"],
+        [PYTHON, "-m", "aitp", "serve", "--policy", policy, "--port", "0", *args],
         env=subprocess_env(),
         stdout=subprocess.DEVNULL,
         stderr=log,

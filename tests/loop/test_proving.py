@@ -116,3 +116,13 @@ def test_one_proving_iteration_runs_in_process_without_prefect(tmp_path, monkeyp
     gain = champion_gain(tmp_path, "prove-mini")  # paired over the valid theorems' eval_samples
     assert gain.n_items == 6 and gain.gain == 0.0
     assert run_iteration(run, 0)["model_out"] == row["model_out"]  # done: reused
+
+    import shutil
+
+    from aitp.train.checkpoint import CheckpointError, verify_checkpoint
+
+    cut = shutil.copytree(tmp_path / "checkpoints" / "prove-mini" / "iter-000", tmp_path / "cut")
+    assert verify_checkpoint(cut) == "prover"
+    (cut / "tactic_ranker.npy").unlink()
+    with pytest.raises(CheckpointError, match="tactic_ranker.npy"):  # the registry will not take it
+        verify_checkpoint(cut)

@@ -118,17 +118,38 @@ def _rows(cursor: duckdb.DuckDBPyConnection, batch: int, explain_read: ReadError
         yield from chunk
 
 
+# Errors of the query itself (its text, names, types or values): no file is at fault.
+_QUERY_FAULTS = tuple(
+    getattr(duckdb, name)
+    for name in (
+        "ParserException",
+        "SyntaxException",
+        "BinderException",
+        "ConversionException",
+        "OutOfRangeException",
+        "NotImplementedException",
+        "TypeMismatchException",
+        "InterruptException",
+        "OutOfMemoryException",
+    )
+    if hasattr(duckdb, name)
+)
+
+
 def _explain_error(exc: duckdb.Error, explain_read: ReadErrorExplainer | None = None) -> str:
     first = _one_line(str(exc).split("\n")[0] if "\n" in str(exc) else exc)
     if isinstance(exc, duckdb.CatalogException):
         return f"{first}: run `aitp sql` with no query to list the tables and views"
     if isinstance(exc, duckdb.PermissionException):
         return f"{first}: `aitp sql` reads only the lake's committed files"
+    if "aitp lake check" in str(exc):  # an unreadable table's view already names the file and the fix
+        return _one_line(exc)
+    if isinstance(exc, _QUERY_FAULTS):
+        return _one_line(exc)
+    # a read that failed mid-file (DuckDB's decoders often say nothing of which file): find it
+    named = explain_read(exc) if explain_read is not None else None
+    if named is not None:
+        return named
     if isinstance(exc, (duckdb.IOException, duckdb.InvalidInputException)):
-        if "aitp lake check" in str(exc):  # an unreadable table's view already names the file and the fix
-            return _one_line(exc)
-        named = explain_read(exc) if explain_read is not None else None
-        if named is not None:
-            return named
         return f"{_one_line(exc)}: run `aitp lake check` (and `--repair` to quarantine bad files)"
     return _one_line(exc)

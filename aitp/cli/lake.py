@@ -63,6 +63,18 @@ def _print_json(columns: list[str], rows: Iterable[tuple], out: TextIO) -> None:
 PRINTERS = {"table": _print_table, "csv": _print_csv, "json": _print_json}
 
 
+def _lake_home(home: str | None) -> str | None:
+    """The home as given, refused when it is a local directory that does not exist (a mistyped --home)."""
+    from aitp.lake.storage import home_location
+
+    chosen = home_location(home)
+    if "://" not in chosen and not Path(chosen).expanduser().is_dir():
+        raise BadInputError(
+            f"no aitp home at {chosen}: pass --home DIR (or set AITP_HOME) where `aitp run` wrote its lake"
+        )
+    return home
+
+
 def _listing(described: list[tuple[str, str, list[tuple[str, str]]]]) -> Iterator[tuple]:
     for name, kind, columns in described:
         for column, type_ in columns:
@@ -77,6 +89,7 @@ def sql_command(
     output_format: str = typer.Option("table", "--format", help="table, csv or json."),
 ) -> None:
     """Query the lake read-only with DuckDB: one view per table plus curated views."""
+    home = _lake_home(home)
     from aitp.lake.sql_guard import read_only_statements, run_read_only
     from aitp.lake.views import connect, describe, explain_read_error
 
@@ -116,6 +129,7 @@ def export_command(
     home: str | None = typer.Option(None, "--home", help=HOME_HELP),
 ) -> None:
     """Export rollouts grouped per item in the seed's atropos-jsonl dump format."""
+    home = _lake_home(home)
     from aitp.lake.export import FORMATS, export_atropos
 
     if output_format not in FORMATS:
@@ -141,6 +155,7 @@ def rescore_command(
     home: str | None = typer.Option(None, "--home", help=HOME_HELP),
 ) -> None:
     """Re-score stored rollouts with the current verifier into `rescores`; report changes per task."""
+    home = _lake_home(home)
     from aitp.lake.rescore import rescore
 
     changes = rescore(home, experiment, iteration)
@@ -161,6 +176,7 @@ def check_command(
     home: str | None = typer.Option(None, "--home", help=HOME_HELP),
 ) -> None:
     """Verify committed files against their checksums; report corrupt, missing, orphan and half-written ones."""
+    home = _lake_home(home)
     from aitp.lake.check import QUARANTINE_DIR, check_report
     from aitp.lake.storage import open_lake
 
@@ -191,6 +207,7 @@ def vacuum_command(
     home: str | None = typer.Option(None, "--home", help=HOME_HELP),
 ) -> None:
     """Delete files that later commits replaced, once no reader can still be using them."""
+    home = _lake_home(home)
     from aitp.lake.vacuum import vacuum_lake
 
     deleted = vacuum_lake(home, older_than_seconds)
@@ -205,6 +222,7 @@ def ls_command(
     home: str | None = typer.Option(None, "--home", help=HOME_HELP),
 ) -> None:
     """List committed partitions: table, experiment, iteration, shards, rows."""
+    home = _lake_home(home)
     from aitp.lake.catalog import commits
     from aitp.lake.schemas import TABLES, schema_of
 

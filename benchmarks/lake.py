@@ -8,7 +8,7 @@ iterations; only `write_partition` is timed (ingest rows/s). The same groups are
 seed's atropos-jsonl dump (one file per iteration, one group per line: its item's messages and
 scores), the format `aitp export` writes. Then, each in a fresh process (so peak memory is its own):
   lake  `connect` and every curated view (aggregates fetched whole; the row-level `groups` fetched
-        as Arrow, `rollouts_rescored` counted);
+        as Arrow, `rollouts_rescored` counted); then `aitp lake check` (checksums) and `--deep`;
   JSONL the fastest plain-Python route (stdlib json, orjson, pandas: timed at the first size, the
         fastest used after) answers in one pass what the dump can answer of pass_rate,
         format_violations, group_decisions and cost_per_kept_group.
@@ -134,6 +134,12 @@ def ingest(home: Path, jsonl: Path, size: int) -> dict[str, float]:
 
 
 def _peak_mib() -> float:
+    """This process's peak resident memory. VmHWM, not ru_maxrss: Linux carries the parent's peak into
+    ru_maxrss across fork and exec, so a spawned child would report at least its parent's peak."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -161,6 +167,13 @@ def lake_questions(home: str) -> dict[str, Any]:
     ).fetchall()
     out["kept"] = con.execute("SELECT sum(n_groups), sum(n_kept_groups) FROM cost_per_kept_group").fetchone()
     out["peak_mib"] = _peak_mib()
+    from aitp.lake.check import check_report
+
+    for name, deep in (("check", False), ("check_deep", True)):
+        start = time.perf_counter()
+        report = check_report(home, deep=deep)
+        out[name] = time.perf_counter() - start
+        assert not report.problems and report.unverified == 0 and report.verified > 0
     return out
 
 
@@ -230,8 +243,9 @@ def report(results: list[dict[str, Any]]) -> str:
     lines = [
         "| rows | ingest rows/s | lake MiB | JSONL MiB | connect s | "
         + " | ".join(f"{v} s" for v in CURATED_VIEWS)
-        + " | lake 4 views s | JSONL route | JSONL s | ratio | lake peak MiB | JSONL peak MiB |",
-        "|" + "---:|" * (10 + len(CURATED_VIEWS)),
+        + " | lake 4 views s | JSONL route | JSONL s | ratio | lake peak MiB | JSONL peak MiB"
+        + " | check s | check --deep s |",
+        "|" + "---:|" * (12 + len(CURATED_VIEWS)),
     ]
     for r in results:
         lake = r["lake"]
@@ -242,7 +256,7 @@ def report(results: list[dict[str, Any]]) -> str:
             f"{lake['connect']:.2f} | "
             + " | ".join(f"{lake[v]:.3f}" for v in CURATED_VIEWS)
             + f" | {four:.2f} | {route} | {best['seconds']:.1f} | {best['seconds'] / four:,.0f}x | "
-            f"{lake['peak_mib']:,.0f} | {best['peak_mib']:,.0f} |"
+            f"{lake['peak_mib']:,.0f} | {best['peak_mib']:,.0f} | {lake['check']:.1f} | {lake['check_deep']:.1f} |"
         )
     routes = [
         f"{r['rows']:,}: " + ", ".join(f"{k} {v['seconds']:.1f} s" for k, v in r["jsonl"].items()) for r in results

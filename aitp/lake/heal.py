@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from aitp.lake.catalog import as_lake, commits, index_entries, is_committed
+from aitp.lake.catalog import as_lake, commits, is_committed
 from aitp.lake.errors import UnknownPartitionError
 from aitp.lake.reader import read_partition
 from aitp.lake.storage import Lake
@@ -47,11 +47,10 @@ def _iteration_row(lake: Lake, experiment: str, iteration: int) -> dict:
     return {k: v for k, v in (rows[0] if rows else {}).items() if k not in ("experiment", "iteration")}
 
 
-def _is_loop_experiment(lake: Lake, experiment: str, lost: list[Shard]) -> bool:
-    """Whether the loop runs this experiment (it has, or had, iteration rows): only those are marked."""
-    if any(s.table == "iterations" for s in lost) or commits(lake, "iterations", experiment):
-        return True
-    return any(e.table == "iterations" and e.experiment == experiment for e in index_entries(lake))
+def _is_loop_experiment(lake: Lake, experiment: str) -> bool:
+    """Whether the loop runs this experiment: some iteration row of it is still committed. An experiment
+    whose rows are all gone was deleted whole (or never looped): marking would bring it back."""
+    return bool(commits(lake, "iterations", experiment))
 
 
 def mark_damaged(home: str | Path | Lake | None, lost: Iterable[Shard]) -> list[tuple[str, int]]:
@@ -62,7 +61,7 @@ def mark_damaged(home: str | Path | Lake | None, lost: Iterable[Shard]) -> list[
         by_iteration.setdefault((shard.experiment, shard.iteration), []).append(shard)
     marked = []
     for (experiment, iteration), shards in sorted(by_iteration.items()):
-        if not _is_loop_experiment(lake, experiment, shards):
+        if not _is_loop_experiment(lake, experiment):
             continue
         row = _iteration_row(lake, experiment, iteration)
         earlier = (row.get("repaired_shards") or []) if row.get("status") == REPAIRED else []

@@ -56,6 +56,16 @@ def test_a_lost_iterations_row_comes_back_as_repaired(tmp_path):
     assert missing_shards(home, "e") == []  # the row is back (as `repaired`); the loop redoes the rest
 
 
+def test_an_experiment_deleted_whole_is_not_brought_back(tmp_path):
+    home = tmp_path / "h"
+    write_partition(home, "iterations", "gone", 0, [_row()], shard="0")
+    write_partition(home, "rollouts", "gone", 0, rollout_rows(1, 2), shard="chunk-0000")
+    for table in ("iterations", "rollouts"):
+        shutil.rmtree(home / f"lake/{table}/experiment=gone")
+    assert {p.kind for p in check_lake(home, repair=True)} == {"missing-partition"}
+    assert damaged_iterations(home, "gone") == [] and check_lake(home) == []
+
+
 # -- the loop heals: corrupt, truncate, delete; check; repair; resume; compare ---------------------------
 
 # Columns that measure the run rather than its content: wall times and when rows were written.

@@ -144,7 +144,8 @@ def test_unknown_table_names_the_fix(home):
 
 
 @pytest.mark.parametrize(
-    "args", [["sql", "SELECT 1"], ["lake", "check"], ["lake", "ls"], ["lake", "vacuum"], ["export", "--experiment", "e"]]
+    "args",
+    [["sql", "SELECT 1"], ["lake", "check"], ["lake", "ls"], ["lake", "vacuum"], ["export", "--experiment", "e"]],
 )
 def test_a_missing_home_is_refused_not_shown_as_an_empty_lake(tmp_path, args):
     missing = tmp_path / "no-such-home"

@@ -16,6 +16,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -313,24 +314,15 @@ def evaluate(
     return result
 
 
-def _spec_path(spec: str | dict[str, Any]) -> Path | None:
-    """The local path a policy spec names (None for built-in names and servers)."""
-    if isinstance(spec, dict):
-        return Path(spec["path"]) if spec.get("path") else None
-    if spec in ("tiny", "smollm2") or spec.startswith("openai:"):
-        return None
-    prefix, _, rest = spec.partition(":")
-    return Path(rest if prefix in ("tiny", "hf") and rest else spec)
-
-
-def load_checkpoint_policy(checkpoint: str | Path | dict[str, Any], device: str | None = None) -> Any:
+def load_checkpoint_policy(checkpoint: Any, device: str | None = None) -> Any:
     """The policy of a checkpoint directory (checked for completeness first) or of any policy spec."""
     from aitp.policies.loading import load_policy
+    from aitp.policies.spec import PolicySpec
     from aitp.train.checkpoint import verify_checkpoint
 
-    spec = str(checkpoint) if isinstance(checkpoint, Path) else checkpoint
-    path = _spec_path(spec)
-    if path is not None and path.suffix not in (".gguf", ".yaml", ".yml"):
+    spec = PolicySpec.parse(checkpoint)
+    path = spec.local_path() if spec.path else None
+    if path is not None and path.suffix != ".gguf":
         verify_checkpoint(path)
     return load_policy(spec, device=device)
 
@@ -387,3 +379,25 @@ def load_eval(home: str | Path, experiment: str, model_version: str, eval_name: 
         [{k: r[k] for k in keep} for r in rows],
         seconds=float(rows[0]["seconds"] or 0.0),
     )
+
+
+@dataclass
+class EvalSetEvaluator:
+    """The reasoning environment's evaluator: the fixed eval set of an `EvalConfig`, results in the lake."""
+
+    config: EvalConfig
+    device: str | None = None
+
+    @cached_property
+    def eval_name(self) -> str:
+        return build_eval_set(self.config).eval_name
+
+    def load(self, home: Path, experiment: str, model_version: str) -> EvalResult | None:
+        """The model's committed evaluation on this eval set, if any."""
+        return load_eval(home, experiment, model_version, self.eval_name)
+
+    def run(
+        self, home: Path, experiment: str, iteration: int, checkpoint: Any, model_version: str | None
+    ) -> EvalResult:
+        """Evaluate the checkpoint now and commit the result."""
+        return evaluate(home, experiment, iteration, checkpoint, self.config, self.device, model_version=model_version)

@@ -3,7 +3,7 @@
 The seed's rule (`rollout_save_score_threshold`, 0.7 there): a group is kept when any of its scores
 is above the threshold. The seed also throws away groups whose scores are all equal; we keep
 those and label them, since they carry no preference signal but are fine for supervised
-fine-tuning. Reasons, each suffixed with `@<threshold>` so the lake records the rule that ran:
+fine-tuning. Reasons (the threshold that ran is recorded beside them, as `keep_threshold`):
 
 - `above_threshold`          kept: scores differ, some above the threshold (SFT and DPO);
 - `uniform_above_threshold`  kept: all scores equal and above it (SFT only, no preference signal);
@@ -34,11 +34,6 @@ class GroupDecision:
     threshold: float
 
     @property
-    def keep_reason(self) -> str:
-        """The reason as stored in the lake: `<reason>@<threshold>`."""
-        return f"{self.reason}@{self.threshold:g}"
-
-    @property
     def preference_signal(self) -> bool:
         """Whether the group can give (chosen, rejected) pairs."""
         return self.kept and not self.uniform
@@ -55,18 +50,10 @@ def decide_group(scores: Iterable[float], threshold: float = SEED_THRESHOLD) -> 
     return GroupDecision(kept=kept, reason=reason, uniform=uniform, threshold=float(threshold))
 
 
-def parse_keep_reason(keep_reason: str | None) -> tuple[str | None, float | None]:
-    """(reason, threshold) of a stored `keep_reason`; (None, None) when absent."""
-    if not keep_reason:
-        return None, None
-    reason, _, threshold = keep_reason.partition("@")
-    return reason, float(threshold) if threshold else None
-
-
 def filter_rows(
     rows: Iterable[Mapping[str, Any]], threshold: float = SEED_THRESHOLD, score: str = SCORE_COLUMN
 ) -> list[dict[str, Any]]:
-    """Rollout rows with `group_kept` and `keep_reason` set from their group's `score` column, in order."""
+    """Rollout rows with `group_kept`, `keep_reason` and `keep_threshold` set from their group's `score` column."""
     rows = [dict(r) for r in rows]
     groups: dict[tuple[Any, Any], list[float]] = {}
     for row in rows:
@@ -77,7 +64,8 @@ def filter_rows(
     for row in rows:
         decision = decisions[_group_key(row)]
         row["group_kept"] = decision.kept
-        row["keep_reason"] = decision.keep_reason
+        row["keep_reason"] = decision.reason
+        row["keep_threshold"] = decision.threshold
     return rows
 
 
@@ -85,7 +73,7 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """Groups per keep reason (without the threshold suffix) in filtered rows."""
     seen: dict[tuple[Any, Any], str] = {}
     for row in rows:
-        seen[_group_key(row)] = parse_keep_reason(row.get("keep_reason"))[0] or "unfiltered"
+        seen[_group_key(row)] = row.get("keep_reason") or "unfiltered"
     counts = dict.fromkeys(REASONS, 0)
     for reason in seen.values():
         counts[reason] = counts.get(reason, 0) + 1

@@ -33,7 +33,7 @@ WORK = {
     "eval": ("aitp.evaluate", "run_eval"),
 }
 ENVIRONMENT = {
-    "items": ("aitp.loop.stages", "_iteration_items"),
+    "items": ("aitp.loop.reasoning", "generate_items"),
     "eval_set": ("aitp.evaluate", "build_eval_set"),
 }
 
@@ -109,14 +109,10 @@ def measure(scale: int, iterations: int, home: Path, config: Path = QUICKSTART) 
             spent.clear()
 
     with prefect_api(home) as url:
-        from flows.loop import LISTENERS, loop_flow
+        from flows.loop import loop_flow
 
-        LISTENERS.append(split)
-        try:
-            with timed_work(spent):
-                loop_flow(config=str(config), overrides=overrides, home=str(home))
-        finally:
-            LISTENERS.clear()
+        with timed_work(spent):
+            loop_flow(config=str(config), overrides=overrides, home=str(home), listeners=[split])
         walls = flow_run_walls(url, f"bench-x{scale}")
     rows = []
     for k in sorted(walls):

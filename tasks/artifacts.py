@@ -56,7 +56,9 @@ class ArtifactReporter:
 
     def _on_iteration(self, p: dict[str, Any]) -> None:
         k, row, metrics = p["iteration"], p["row"], p.get("eval") or {}
-        tasks = sorted({key.split("/")[0] for key in metrics if key.endswith("/pass_rate") and "level_" not in key})
+        task_names = sorted(
+            {key.split("/")[0] for key in metrics if key.endswith("/pass_rate") and "level_" not in key}
+        )
         table = [
             {
                 "task": t,
@@ -65,7 +67,7 @@ class ArtifactReporter:
                 "ci95_high": round(metrics[f"{t}/pass_rate_ci95_high"], 4),
                 "format_ok_rate": round(metrics[f"{t}/format_ok_rate"], 4),
             }
-            for t in tasks
+            for t in task_names
         ]
         if table:
             create_table_artifact(

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
+from aitp.atomic import publish_jsonl
 from aitp.cli.app import app
 from aitp.errors import BadInputError
+
+if TYPE_CHECKING:
+    from aitp.policies.spec import PolicySpec
 
 POLICY_HELP = "tiny (built-in, random init), hf (with --model-path), openai (with --base-url), or a checkpoint dir."
 
@@ -26,61 +27,39 @@ def policy_spec(
     endpoint: str = "chat",
     concurrency: int = 8,
     timeout: float = 120.0,
-) -> str | dict[str, Any]:
-    """Turn `--policy` and its options into a spec for `aitp.policies.loading.load_policy` (paths must exist)."""
-    if policy in ("tiny", "smollm2"):
-        return policy
+) -> PolicySpec:
+    """Turn `--policy` and its options into a `PolicySpec` (local paths must exist)."""
+    from aitp.policies.spec import PolicySpec
+
     if policy == "hf":
         if model_path is None:
             raise BadInputError("--policy hf needs --model-path DIR: a local Hugging Face model directory or .gguf")
-        if not model_path.exists():
-            raise BadInputError(f"--model-path {model_path} does not exist: pass a local model directory or .gguf")
-        return {"backend": "hf", "path": str(model_path)}
-    if policy == "openai" or policy.startswith("openai:"):
+        spec = PolicySpec(backend="hf", path=str(model_path))
+    elif policy == "openai" or policy.startswith("openai:"):
         url = base_url or policy.partition(":")[2]
         if not url:
             raise BadInputError("--policy openai needs --base-url, e.g. http://127.0.0.1:8000/v1 (see `aitp serve`)")
         if endpoint not in ("chat", "completions"):
             raise BadInputError(f"--endpoint must be chat or completions, got '{endpoint}'")
-        spec: dict[str, Any] = {
-            "backend": "openai",
-            "base_url": url,
-            "endpoint": endpoint,
-            "concurrency": concurrency,
-            "timeout_s": timeout,
-        }
-        if model:
-            spec["model"] = model
-        return spec
-    if policy.lstrip().startswith("{"):
+        return PolicySpec(
+            backend="openai", base_url=url, model=model, endpoint=endpoint, concurrency=concurrency, timeout_s=timeout
+        )
+    elif policy.lstrip().startswith("{"):
         try:
-            spec = json.loads(policy)
+            data = json.loads(policy)
         except json.JSONDecodeError as exc:
             raise BadInputError(f"--policy looks like JSON but is not ({exc.msg}): pass a valid JSON object") from exc
-        if not isinstance(spec, dict) or not (spec.get("backend") or spec.get("path")):
-            raise BadInputError('--policy JSON needs a "backend" (tiny, hf, openai) or a "path"')
-        return spec
-    prefix, _, rest = policy.partition(":")
-    path = Path(rest if prefix in ("tiny", "hf") and rest else policy).expanduser()
-    if not path.exists():
+        if not isinstance(data, dict):
+            raise BadInputError('--policy JSON must be an object with a "backend" (tiny, hf, openai) or a "path"')
+        spec = PolicySpec.parse(data)
+    else:
+        spec = PolicySpec.parse(policy)
+    path = spec.local_path() if spec.path else None
+    if path is not None and not path.exists():
         raise BadInputError(
             f"policy path {path} does not exist: pass a checkpoint directory, or tiny, hf or openai with their options"
         )
-    return f"{prefix}:{path}" if prefix in ("tiny", "hf") and rest else str(path)
-
-
-def write_jsonl_atomic(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Write JSONL to a temp file beside `path`, then rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            for record in records:
-                out.write(json.dumps(record, default=str) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return spec
 
 
 @app.command("rollout")
@@ -150,18 +129,17 @@ def rollout_command(
                     items,
                     spec,
                     params,
-                    group_size,
                     client,
                     on_progress=lambda done, total: bar.update(job, completed=done),
                     **kwargs,
                 )
         else:
-            rows = run_rollouts(items, spec, params, group_size, client, **kwargs)
+            rows = run_rollouts(items, spec, params, client, **kwargs)
     groups = group_records(items, rows)
     if samples_output is not None:
-        write_jsonl_atomic(samples_output, rows)
+        publish_jsonl(samples_output, rows)
     if output is not None:
-        write_jsonl_atomic(output, groups)
+        publish_jsonl(output, groups)
     else:
         for record in groups:
             sys.stdout.write(json.dumps(record, default=str) + "\n")

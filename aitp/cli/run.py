@@ -119,10 +119,12 @@ def run_command(
 ) -> None:
     """Run the loop (eval -> filter -> train -> promote) as Prefect flow runs, one per iteration."""
     from aitp.loop.experiment import check_experiment, experiment_config
+    from aitp.rollouts.cluster import check_device
     from aitp.services import apply_offline_env, prefect_api
 
     root = writable_home(home)
     cfg = experiment_config(root, str(config) if config else None, list(set_), resume)
+    check_device(cfg.device)  # `device: cuda` without a visible GPU stops here, before any service
     check_experiment(root, cfg, new_version)
     apply_offline_env()
     _prefect_env(root, verbose)
@@ -130,21 +132,18 @@ def run_command(
     print(f"experiment {cfg.experiment}: {len(cfg.tasks)} tasks, iterations 0..{cfg.iterations}; home {root}")
     with prefect_api(root) as url:
         print(f"Prefect API {url}")
-        from flows.loop import LISTENERS, loop_flow
+        from flows.loop import loop_flow
 
-        LISTENERS.append(display)
         try:
             loop_flow.with_options(flow_run_name=f"{cfg.experiment}-loop")(
-                config=str(config) if config else None,
-                overrides=list(set_),
+                config=cfg,
                 home=str(root),
-                resume=resume,
                 iterations=iterations,
                 new_version=new_version,
                 dask_address=dask_address,
+                listeners=[display],
             )
         finally:
-            LISTENERS.remove(display)
             _drain_prefect()
     _finish(root, cfg.experiment, report)
 

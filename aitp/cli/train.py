@@ -67,9 +67,10 @@ def eval_command(
     """Evaluate a checkpoint on the fixed eval set: pass rate (95% CI), format errors, tokens per task and level."""
     from aitp.configs import load_config
     from aitp.errors import BadInputError
-    from aitp.evaluate import EvalConfig, evaluate
+    from aitp.evaluate import EvalConfig, EvalSetEvaluator, evaluate
     from aitp.home import resolve_home
-    from aitp.registry import Registry, evaluate_version
+    from aitp.loop.evaluation import evaluate_version
+    from aitp.registry import Registry
 
     if (checkpoint is None) == (version is None):
         raise BadInputError("pass exactly one of --checkpoint PATH or --version REF (a number, challenger, champion)")
@@ -77,7 +78,7 @@ def eval_command(
     cfg = load_config(EvalConfig, config, set_)
     registry = Registry(home) if track or version is not None else None
     if version is not None:
-        result = evaluate_version(registry, experiment, iteration, version, cfg, role=version)
+        result = evaluate_version(registry, experiment, iteration, version, EvalSetEvaluator(cfg), role=version)
     else:
         result = evaluate(home, experiment, iteration, _spec(checkpoint), cfg)
         if registry is not None:
@@ -120,9 +121,10 @@ def promote_command(
 ) -> None:
     """Promote the challenger to champion if it beats the champion by the margin; or --rollback."""
     from aitp.configs import load_config
-    from aitp.evaluate import EvalConfig
+    from aitp.evaluate import EvalConfig, EvalSetEvaluator
     from aitp.home import resolve_home
-    from aitp.registry import PromotionConfig, Registry, gate
+    from aitp.loop.evaluation import gate
+    from aitp.registry import PromotionConfig, Registry
     from aitp.registry import rollback as do_rollback
 
     registry = Registry(resolve_home(home))
@@ -130,6 +132,7 @@ def promote_command(
         decision = do_rollback(registry, experiment)
     else:
         cfg = load_config(PromotionConfig, config, [] if margin is None else [f"margin={margin}"])
-        decision = gate(registry, experiment, iteration, load_config(EvalConfig, eval_config), cfg, challenger)
+        evaluator = EvalSetEvaluator(load_config(EvalConfig, eval_config))
+        decision = gate(registry, experiment, iteration, evaluator, cfg, challenger)
     print(decision.reason)
     print("aliases: " + ", ".join(f"{k}=v{v}" for k, v in sorted(registry.aliases(experiment).items())))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from reasoning_gym import factory
 
-from aitp.errors import UnknownTaskError
+from aitp.errors import AitpError, UnknownTaskError
 
 # Tasks whose scorer checks a solution instead of comparing with one gold answer: the stored
 # answer is one valid solution among many (or none at all), so "gold" means "an accepted example".
@@ -46,3 +47,25 @@ def task_info(name: str) -> TaskInfo:
     close = difflib.get_close_matches(name, by_name, n=3, cutoff=0.5)
     hint = f"did you mean {', '.join(close)}?" if close else "run `aitp tasks` for the list."
     raise UnknownTaskError(f"unknown task '{name}': {hint}")
+
+
+class TaskConfigError(AitpError):
+    """A task config that reasoning-gym refuses (unknown keys or values out of range)."""
+
+
+def check_task_config(name: str, config: dict[str, Any]) -> None:
+    """Refuse a task config reasoning-gym would refuse, naming the task and its valid keys."""
+    task_info(name)
+    if name == "composite" or not config:
+        return
+    config_cls = factory.DATASETS[name][1]
+    try:
+        built = config_cls(**{k: v for k, v in config.items() if not k.startswith("_")})
+        validate = getattr(built, "validate", None)
+        if validate is not None:
+            validate()
+    except TypeError as exc:
+        keys = ", ".join(sorted(getattr(config_cls, "__dataclass_fields__", {}))) or "see reasoning-gym"
+        raise TaskConfigError(f"task '{name}' config: {exc} (its keys: {keys})") from None
+    except (AssertionError, ValueError) as exc:
+        raise TaskConfigError(f"task '{name}' config is out of range: {exc or 'refused by its validate()'}") from None

@@ -44,6 +44,7 @@ from aitp.lake.catalog import (
 from aitp.lake.check import CheckReport, Problem, check_lake, check_report
 from aitp.lake.export import atropos_records, export_atropos, validate_atropos_record
 from aitp.lake.heal import Shard, damaged_iterations, mark_damaged, missing_shards
+from aitp.lake.iteration_rows import is_finished, read_iteration, record_iteration
 from aitp.lake.reader import read_partition
 from aitp.lake.rescore import TaskChanges, rescore
 from aitp.lake.schemas import SCHEMAS, TABLES, conform, rows_to_table, schema_of
@@ -53,6 +54,9 @@ from aitp.lake.views import CURATED_VIEWS, connect
 from aitp.lake.writer import write_partition
 
 __all__ = [
+    "is_finished",
+    "read_iteration",
+    "record_iteration",
     "CURATED_VIEWS",
     "CheckReport",
     "Commit",

@@ -16,12 +16,11 @@ from pathlib import Path
 
 from aitp.lake.catalog import as_lake, commits, is_committed
 from aitp.lake.errors import UnknownPartitionError
+from aitp.lake.iteration_rows import read_iteration, record_iteration
 from aitp.lake.reader import read_partition
 from aitp.lake.storage import Lake
-from aitp.lake.writer import write_partition
 
 REPAIRED = "repaired"
-ITERATIONS_SHARD = "0"  # the one shard of an iteration's row (as aitp.registry.record_iteration writes it)
 
 
 @dataclass(frozen=True, order=True)
@@ -37,14 +36,6 @@ class Shard:
     def label(self) -> str:
         """How `repaired_shards` names it: `<table>/<shard>`."""
         return f"{self.table}/{self.shard}"
-
-
-def _iteration_row(lake: Lake, experiment: str, iteration: int) -> dict:
-    try:
-        rows = read_partition(lake, "iterations", experiment, iteration).to_pylist()
-    except UnknownPartitionError:
-        return {}
-    return {k: v for k, v in (rows[0] if rows else {}).items() if k not in ("experiment", "iteration")}
 
 
 def _is_loop_experiment(lake: Lake, experiment: str) -> bool:
@@ -63,14 +54,10 @@ def mark_damaged(home: str | Path | Lake | None, lost: Iterable[Shard]) -> list[
     for (experiment, iteration), shards in sorted(by_iteration.items()):
         if not _is_loop_experiment(lake, experiment):
             continue
-        row = _iteration_row(lake, experiment, iteration)
+        row = read_iteration(lake, experiment, iteration) or {}
         earlier = (row.get("repaired_shards") or []) if row.get("status") == REPAIRED else []
-        row.update(
-            status=REPAIRED,
-            repaired_shards=sorted({*earlier, *(s.label for s in shards)}),
-            created_at=None,
-        )
-        write_partition(lake, "iterations", experiment, iteration, [row], shard=ITERATIONS_SHARD)
+        fields = {"status": REPAIRED, "repaired_shards": sorted({*earlier, *(s.label for s in shards)})}
+        record_iteration(lake, experiment, iteration, fields)
         marked.append((experiment, iteration))
     return marked
 

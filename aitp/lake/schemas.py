@@ -74,6 +74,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         col("model_version", pa.string(), "model (checkpoint) that generated it"),
         col("group_kept", pa.bool_(), "whether the group went to training"),
         col("keep_reason", pa.string(), "why the group was kept or dropped"),
+        col("keep_threshold", pa.float64(), "the filter threshold the keep decision was made with"),
     ),
     "evals": _table(
         col("eval_name", pa.string(), "which evaluation (e.g. heldout)"),

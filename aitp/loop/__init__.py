@@ -1,17 +1,20 @@
 """The loop: eval -> filter -> train -> promote, one committed stage at a time (no Prefect import here)."""
 
 from aitp.loop.config import LoopConfig, RolloutConfig, TaskSpec
-from aitp.loop.experiment import open_experiment, resume_config
-from aitp.loop.iteration import run_iteration, run_loop
-from aitp.loop.stages import LoopRun
+from aitp.loop.environment import ActSummary, Environment, Evaluator
+from aitp.loop.experiment import LoopRun, open_experiment, resume_config
+from aitp.loop.iteration import Stages, run_iteration
 
 __all__ = [
+    "ActSummary",
+    "Environment",
+    "Evaluator",
     "LoopConfig",
     "LoopRun",
     "RolloutConfig",
+    "Stages",
     "TaskSpec",
     "open_experiment",
     "resume_config",
     "run_iteration",
-    "run_loop",
 ]

@@ -10,12 +10,36 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from aitp.evaluate import EvalConfig
 from aitp.filtering import SEED_THRESHOLD
+from aitp.policies.base import SamplingParams
+from aitp.policies.spec import PolicySpec
 from aitp.registry.store import PromotionConfig
 from aitp.train.config import TrainConfig
+
+LOOP_OWNED_TRAIN_KEYS = {
+    "threshold": "set rollouts.threshold instead",
+    "seed": "derived from the loop's seed and the iteration",
+}
+
+
+class StageTrainConfig(TrainConfig):
+    """A loop stage's training: a TrainConfig whose seed and threshold the loop sets for each iteration.
+
+    A value given for them here would have no effect, so it is refused (None means "the loop's").
+    """
+
+    threshold: float | None = None
+    seed: int | None = None
+
+    @field_validator("threshold", "seed", mode="before")
+    @classmethod
+    def _owned_by_the_loop(cls, value: Any, info: Any) -> None:
+        if value is not None:
+            raise ValueError(f"is set by the loop ({LOOP_OWNED_TRAIN_KEYS[info.field_name]}): remove it")
+        return None
 
 
 class TaskSpec(BaseModel):
@@ -27,6 +51,17 @@ class TaskSpec(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     demonstrations: int | None = Field(None, ge=0)
     """Demonstrations of this task for the warm start (None: the loop's `demonstrations_per_task`)."""
+
+    @model_validator(mode="after")
+    def _known_to_reasoning_gym(self) -> TaskSpec:
+        from aitp.envs.tasks import check_task_config
+        from aitp.errors import AitpError
+
+        try:
+            check_task_config(self.name, self.config)
+        except AitpError as exc:  # pydantic reports ValueErrors with the key they belong to
+            raise ValueError(str(exc)) from None
+        return self
 
 
 class RolloutConfig(BaseModel):
@@ -44,7 +79,7 @@ class RolloutConfig(BaseModel):
     max_tokens: int = Field(64, ge=1)
     threshold: float = SEED_THRESHOLD
     """A group is kept when a sample scores above this (the seed's rollout_save_score_threshold); training
-    then takes the kept samples above it (it replaces the train configs' own threshold)."""
+    then takes the kept samples above it (the loop's one threshold: train configs may not set their own)."""
     chunk_items: int = Field(150, ge=1)
     """Items per committed chunk: the unit of resume (a Prefect task each), fanned out over Dask shards."""
     shard_size: int | None = Field(None, ge=1)
@@ -53,6 +88,20 @@ class RolloutConfig(BaseModel):
     """Local Dask worker processes (None: one per core); ignored with a scheduler address."""
     dask_address: str | None = None
     """An existing Dask scheduler (tcp://host:8786); None starts a local cluster for the run."""
+
+    @model_validator(mode="after")
+    def _workers_need_a_local_cluster(self) -> RolloutConfig:
+        if self.workers is not None and self.dask_address is not None:
+            raise ValueError(
+                "rollouts.workers sizes a local cluster and has no effect with rollouts.dask_address: remove one"
+            )
+        return self
+
+    def sampling(self) -> SamplingParams:
+        """How each group is sampled: `group_size` completions per item."""
+        return SamplingParams(
+            n=self.group_size, temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens
+        )
 
 
 class LoopEvalConfig(BaseModel):
@@ -79,8 +128,8 @@ class LoopConfig(BaseModel):
     """Self-training iterations after the warm start (iteration 0)."""
     target_pass_rate: float | None = Field(None, ge=0.0, le=1.0)
     """Stop early once the champion's held-out pass rate reaches this."""
-    policy: str | dict[str, Any] = "tiny"
-    """The starting policy: any spec of aitp.policies.loading (tiny, smollm2, a path, a dict)."""
+    policy: PolicySpec = Field(default_factory=lambda: PolicySpec(backend="tiny"))
+    """The starting policy: tiny, smollm2, a path, or a spec mapping (see aitp.policies.spec)."""
     device: str | None = None
     """Where training and local sampling run (None: cuda if present, else cpu)."""
     system_prompt: str | None = None
@@ -89,17 +138,25 @@ class LoopConfig(BaseModel):
     demonstrations_per_task: int = Field(150, ge=0)
     """Train items whose gold answers the warm start imitates (0: no warm start, iteration 0 self-trains)."""
     rollouts: RolloutConfig = Field(default_factory=RolloutConfig)
-    warm_start: TrainConfig = Field(default_factory=lambda: TrainConfig(demonstrations_only=True))
+    warm_start: StageTrainConfig = Field(default_factory=lambda: StageTrainConfig(demonstrations_only=True))
     """Iteration 0's training (demonstrations_only)."""
-    self_train: TrainConfig = Field(default_factory=TrainConfig)
+    self_train: StageTrainConfig = Field(default_factory=StageTrainConfig)
     """Iterations 1..N; demonstrations_only here makes the control (no rollouts, demonstrations again)."""
     eval: LoopEvalConfig = Field(default_factory=LoopEvalConfig)
     promotion: PromotionConfig = Field(default_factory=PromotionConfig)
     mode: Literal["self_train", "control"] = "self_train"
     """Informational label shown in reports; the control is defined by self_train.demonstrations_only."""
 
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _parse_policy(cls, value: Any) -> PolicySpec:
+        return PolicySpec.parse(value)
+
     @model_validator(mode="after")
     def _check(self) -> LoopConfig:
+        for stage in ("warm_start", "self_train"):
+            if self.system_prompt is not None and getattr(self, stage).system_prompt is not None:
+                raise ValueError(f"{stage}.system_prompt is replaced by the loop's system_prompt: set only one")
         names = [t.name for t in self.tasks]
         if len(set(names)) != len(names):
             raise ValueError("tasks must be distinct: merge the duplicate entries")
@@ -137,7 +194,8 @@ class LoopConfig(BaseModel):
             update["system_prompt"] = self.system_prompt
         if iteration > 0 and base.demonstrations_only:
             update["data_iterations"] = "all"  # the control: the warm start's demonstrations again
-        return base.model_copy(update=update)
+        fields = {k: v for k, v in base.model_dump().items() if k not in LOOP_OWNED_TRAIN_KEYS}
+        return TrainConfig.model_validate({**fields, **update})
 
     def rolls_out(self, iteration: int) -> bool:
         """Whether the iteration samples rollouts (not the warm start, not a demonstrations-only control)."""

@@ -1,24 +1,28 @@
-"""An experiment's recorded config: the first run pins it; a changed config needs `--new-version`.
+"""An experiment: its pinned config record, and the run context every stage is handed.
 
 `<home>/experiments/<name>/config.json` lists the config versions an experiment ran with. A run
 under an existing name with the same config continues it; with another config it is refused
 (naming the keys that changed) unless the caller asks for a new version, which then applies to
-the iterations not yet finished.
+the iterations not yet finished. `LoopRun` carries the validated config (never re-read from a
+file), its hash, the code version, the registry and the environment through every stage.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import subprocess
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from aitp.atomic import publish_json
 from aitp.configs import ConfigError, apply_overrides, config_hash, explain, flatten, load_config
 from aitp.errors import AitpError, BadInputError
 from aitp.loop.config import LoopConfig
-from aitp.loop.stages import ExperimentConfigError, LoopRun, now
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
 """The embedded default: the quickstart of the checkout aitp runs from."""
@@ -28,15 +32,79 @@ class UnknownExperimentError(AitpError):
     """A --resume of an experiment that was never started under this home."""
 
 
+class ExperimentConfigError(AitpError):
+    """An experiment started again with a config other than the one it ran with."""
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def code_version() -> str:
+    """aitp's version plus the git commit of the checkout it runs from (`.dirty` with local changes)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        base = version("aitp")
+    except PackageNotFoundError:
+        base = "0"
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return base
+    return f"{base}+g{commit}{'.dirty' if dirty else ''}" if commit else base
+
+
+@dataclass
+class LoopRun:
+    """One experiment under one home: its validated config, hash, code version, registry and environment."""
+
+    home: Path
+    config: LoopConfig
+    config_hash: str = ""
+    code_version: str = field(default_factory=code_version)
+    tracking_uri: str | None = None
+
+    def __post_init__(self) -> None:
+        self.config_hash = self.config_hash or config_hash(self.config)
+
+    @property
+    def experiment(self) -> str:
+        return self.config.experiment
+
+    @cached_property
+    def registry(self):
+        from aitp.registry import Registry
+
+        return Registry(self.home, self.tracking_uri)
+
+    @cached_property
+    def environment(self):
+        """The environment the config names (reasoning-gym today)."""
+        from aitp.loop.reasoning import ReasoningEnvironment
+
+        return ReasoningEnvironment(self.config)
+
+    @property
+    def version(self) -> str:
+        """The flow runs' version: code version plus config hash."""
+        return f"{self.code_version}-{self.config_hash[:12]}"
+
+    def flow_run_name(self, iteration: int) -> str:
+        return f"{self.experiment}-iter-{iteration:03d}"
+
+
 def _record_path(home: Path, experiment: str) -> Path:
     return home / "experiments" / experiment / "config.json"
-
-
-def _write_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
-    os.replace(tmp, path)
 
 
 def changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -80,7 +148,7 @@ def open_experiment(
                 "created_at": now().isoformat(),
             }
         )
-        _write_atomic(_record_path(home, config.experiment), data)
+        publish_json(_record_path(home, config.experiment), data)
     return LoopRun(home, config, digest, tracking_uri=tracking_uri)
 
 

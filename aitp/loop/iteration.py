@@ -1,43 +1,69 @@
-"""One iteration as a fixed sequence of stages, run through a caller the orchestrator supplies.
+"""One iteration as a fixed sequence of committed stages; the orchestrator decides how each stage runs.
 
-The sequence lives here once; Prefect (flows/) passes a caller that runs each stage as its own
-task run, a plain caller runs them in-process. Events (`stage`, `progress`, `iteration`) go to
-an `on_event` hook: the CLI's live display and Prefect's artifacts both listen there.
+The sequence lives here once. `Stages` maps each stage to the callable that runs it: the plain
+library functions by default (in-process, no orchestrator: fast for development and tests), and
+Prefect tasks wrapping the same functions in `flows/` (one task run per stage, per acting chunk).
+Events (`stage`, `progress`, `rollouts`, `iteration`) go to an `on_event` hook: the CLI's live
+display and Prefect's artifacts both listen there.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from aitp.fingerprint import model_id
 from aitp.loop import stages
-from aitp.loop.stages import LoopRun
+from aitp.loop.experiment import LoopRun, now
 from aitp.train.data import NoTrainingDataError
 
-Caller = Callable[..., Any]
 Event = Callable[[str, dict[str, Any]], None]
+Stage = Callable[..., Any]
 
 
-def call_directly(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """The plain caller: run the stage here."""
-    return fn(*args, **kwargs)
+@dataclass(frozen=True)
+class Stages:
+    """The callables that run an iteration's stages, in the order they run."""
+
+    items: Stage = stages.commit_items
+    act: Stage = stages.act_on_chunk
+    train: Stage = stages.train_stage
+    register: Stage = stages.register_stage
+    evaluate: Stage = stages.eval_stage
+    promote: Stage = stages.promote_stage
+    plot: Stage = stages.log_plot
 
 
-def _quiet(kind: str, payload: dict[str, Any]) -> None:
-    return None
+IN_PROCESS = Stages()
+
+
+def quiet(kind: str, payload: dict[str, Any]) -> None:
+    """An event listener that ignores everything."""
+
+
+def broadcast(*listeners: Event) -> Event:
+    """One listener that hands each event to every given listener in turn."""
+
+    def emit(kind: str, payload: dict[str, Any]) -> None:
+        for listener in listeners:
+            listener(kind, payload)
+
+    return emit
 
 
 def run_iteration(
     run: LoopRun,
     iteration: int,
     client: Any = None,
-    call: Caller = call_directly,
-    on_event: Event = _quiet,
+    steps: Stages = IN_PROCESS,
+    on_event: Event = quiet,
     flow_run_id: str | None = None,
 ) -> dict[str, Any]:
     """Run (or finish) iteration k: every stage committed before is reused; return the iteration's row."""
     started = time.perf_counter()
+    env = run.environment
     row = stages.iteration_row(run, iteration) or {}
     if row.get("status") == "done":
         on_event("iteration", {"iteration": iteration, "row": row, "reused": True})
@@ -53,61 +79,39 @@ def run_iteration(
         config_hash=run.config_hash,
         config_json=run.config.model_dump(mode="json"),
         code_version=run.code_version,
-        model_in=stages.model_id(base),
+        model_in=model_id(base),
         status="running",
-        started_at=row.get("started_at") or stages.now(),
+        started_at=row.get("started_at") or now(),
     )
 
-    def stage(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def timed(name: str, fn: Stage, *args: Any) -> Any:
         t0 = time.perf_counter()
         on_event("stage", {"iteration": iteration, "stage": name, "state": "start"})
-        out = call(name, fn, *args, **kwargs)
+        out = fn(*args)
         on_event("stage", {"iteration": iteration, "stage": name, "state": "done", "seconds": time.perf_counter() - t0})
         return out
 
-    if iteration == 0 or run.config.rolls_out(iteration):  # a control iteration reuses iteration 0's items
-        stage("items", stages.commit_items, run, iteration)
-    kept_group_rate = None
-    if run.config.rolls_out(iteration):
-        chunks = stages.rollout_chunks(run.config, iteration)
-        total = sum(len(c) for c in chunks)
-        pending = stages.pending_chunks(run, iteration)
-        before = sum(len(chunks[i]) for i in range(len(chunks)) if i not in pending)
-
-        def progress(done: int, _total: int, base_done: int) -> None:
-            on_event(
-                "progress", {"iteration": iteration, "stage": "rollouts", "done": base_done + done, "total": total}
-            )
-
-        for index in pending:
-            offset = before
-            stage(
-                f"rollouts-{stages.chunk_name(index)}",
-                stages.run_chunk,
-                run,
-                iteration,
-                index,
-                base,
-                client,
-                lambda d, t, o=offset: progress(d, t, o),
-            )
-            before += len(chunks[index])
-        summary = stages.rollout_summary(run, iteration)
-        kept_group_rate = summary["kept_group_rate"]
-        on_event("rollouts", {"iteration": iteration, **summary})
-        stages.record(run, iteration, stage="rollouts", kept_group_rate=kept_group_rate)
-        if not summary["kept_groups"]:
+    if env.commits_items(iteration):
+        timed("items", steps.items, run, iteration)
+    kept_rate = None
+    if env.acts(iteration):
+        _act(run, iteration, base, client, steps, on_event, timed)
+        summary = stages.act_summary(run, iteration)
+        kept_rate = summary.kept_rate
+        on_event("rollouts", {"iteration": iteration, **summary.details})
+        stages.record(run, iteration, stage="rollouts", kept_group_rate=kept_rate)
+        if not summary.kept:
             why = f"no group scored above {run.config.rollouts.threshold:g}: nothing to train on"
-            return _skip_training(run, iteration, why, kept_group_rate, call, on_event)
+            return _skip_training(run, iteration, why, kept_rate, steps, on_event)
     try:
-        checkpoint = stage("train", stages.train_stage, run, iteration, base)
+        checkpoint = timed("train", steps.train, run, iteration, base)
     except NoTrainingDataError as exc:  # nothing kept: the champion stays, the loop goes on
-        return _skip_training(run, iteration, str(exc), kept_group_rate, call, on_event)
+        return _skip_training(run, iteration, str(exc), kept_rate, steps, on_event)
     stages.record(run, iteration, stage="train")
-    version = stage("register", stages.register_stage, run, iteration, checkpoint, flow_run_id)
-    result = stage("eval", stages.eval_stage, run, iteration, version)
+    version = timed("register", steps.register, run, iteration, checkpoint, flow_run_id)
+    result = timed("eval", steps.evaluate, run, iteration, version)
     stages.record(run, iteration, stage="eval", eval_pass_rate=result.score("pass_rate"))
-    decision = stage("promote", stages.promote_stage, run, iteration, version)
+    decision = timed("promote", steps.promote, run, iteration, version)
     champion = stages.champion_summary(run, iteration)
     run.registry.log_metrics(
         mlflow_run_id,
@@ -116,20 +120,35 @@ def run_iteration(
             "loop/champion_pass_rate": champion["champion_pass_rate"] or 0.0,
             "loop/promoted": float(decision["promoted"]),
             "loop/seconds": time.perf_counter() - started,
-            **({"loop/kept_group_rate": kept_group_rate} if kept_group_rate is not None else {}),
+            **({"loop/kept_group_rate": kept_rate} if kept_rate is not None else {}),
         },
         step=iteration,
     )
     done = {"decision": decision, "eval": result.metrics()}
-    return _finish(run, iteration, call, on_event, done, kept_group_rate=kept_group_rate, **champion)
+    return _finish(run, iteration, steps, on_event, done, kept_group_rate=kept_rate, **champion)
+
+
+def _act(run: LoopRun, iteration: int, base: Any, client: Any, steps: Stages, on_event: Event, timed) -> None:
+    """Act on every chunk not yet committed, reporting progress over the whole iteration."""
+    chunks = stages.item_chunks(run, iteration)
+    total = sum(len(c) for c in chunks)
+    pending = stages.pending_chunks(run, iteration)
+    before = sum(len(chunks[i]) for i in range(len(chunks)) if i not in pending)
+    for index in pending:
+
+        def progress(done: int, _total: int, offset: int = before) -> None:
+            on_event("progress", {"iteration": iteration, "stage": "rollouts", "done": offset + done, "total": total})
+
+        timed(f"rollouts-{stages.chunk_name(index)}", steps.act, run, iteration, index, base, client, progress)
+        before += len(chunks[index])
 
 
 def _finish(
-    run: LoopRun, iteration: int, call: Caller, on_event: Event, payload: dict[str, Any], **fields: Any
+    run: LoopRun, iteration: int, steps: Stages, on_event: Event, payload: dict[str, Any], **fields: Any
 ) -> dict[str, Any]:
     """Mark the iteration done in the lake, plot, close its MLflow run, tell the listeners."""
-    stages.record(run, iteration, stage="promote", status="done", finished_at=stages.now(), **fields)
-    plot = call("plot", stages.log_plot, run, iteration)
+    stages.record(run, iteration, stage="promote", status="done", finished_at=now(), **fields)
+    plot = steps.plot(run, iteration)
     run.registry.finish_iteration(run.experiment, iteration)
     final = stages.iteration_row(run, iteration) or {}
     on_event("iteration", {"iteration": iteration, "row": final, **payload, "plot": str(plot)})
@@ -137,29 +156,9 @@ def _finish(
 
 
 def _skip_training(
-    run: LoopRun, iteration: int, why: str, kept_group_rate: float | None, call: Caller, on_event: Event
+    run: LoopRun, iteration: int, why: str, kept_rate: float | None, steps: Stages, on_event: Event
 ) -> dict[str, Any]:
     champion = stages.champion_summary(run, iteration)
     reason = f"not trained: {why.split(': ')[0]}"
-    fields = {"promoted": False, "promote_reason": reason, "kept_group_rate": kept_group_rate, **champion}
-    return _finish(run, iteration, call, on_event, {"decision": None, "eval": {}}, **fields)
-
-
-def run_loop(
-    run: LoopRun,
-    client: Any = None,
-    call: Caller = call_directly,
-    on_event: Event = _quiet,
-    iterations: int | None = None,
-) -> list[dict[str, Any]]:
-    """Iterations 0..N (N from the config unless given), stopping early at the target pass rate."""
-    last = run.config.iterations if iterations is None else iterations
-    rows = []
-    for k in range(last + 1):
-        row = run_iteration(run, k, client, call, on_event)
-        rows.append(row)
-        target = run.config.target_pass_rate
-        if target is not None and (row.get("champion_pass_rate") or 0.0) >= target:
-            on_event("target", {"iteration": k, "champion_pass_rate": row["champion_pass_rate"]})
-            break
-    return rows
+    fields = {"promoted": False, "promote_reason": reason, "kept_group_rate": kept_rate, **champion}
+    return _finish(run, iteration, steps, on_event, {"decision": None, "eval": {}}, **fields)

@@ -1,4 +1,4 @@
-"""Is a gain real? A paired bootstrap over eval items of two models' held-out pass rates.
+"""Is a gain real? The reasoning loop's held-out pass rates per eval item, paired (see aitp.paired).
 
 Both models answered the same fixed questions (the experiment's pinned eval set), so the gain is
 measured per item and the items are resampled: far tighter than comparing two independent
@@ -7,33 +7,12 @@ intervals, and honest about which questions moved.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from aitp.errors import AitpError
-
-
-@dataclass(frozen=True)
-class PairedGain:
-    """Pass rate of b minus a on the same items, with its paired-bootstrap 95% interval."""
-
-    model_a: str
-    model_b: str
-    n_items: int
-    rate_a: float
-    rate_b: float
-    gain: float
-    low: float
-    high: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def __str__(self) -> str:
-        return f"{self.gain:+.3f} (95% {self.low:+.3f} to {self.high:+.3f}, {self.n_items} items)"
+from aitp.paired import PairedGain, paired_bootstrap
 
 
 def per_item_pass(home: str | Path, experiment: str, model: str, eval_name: str | None = None) -> dict[str, float]:
@@ -51,15 +30,6 @@ def per_item_pass(home: str | Path, experiment: str, model: str, eval_name: str 
     finally:
         con.close()
     return {item: float(p) for item, p in rows}
-
-
-def paired_bootstrap(a: np.ndarray, b: np.ndarray, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
-    """Mean of b - a and the 2.5% / 97.5% quantiles of its bootstrap over paired items."""
-    diff = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = diff[rng.integers(0, len(diff), size=(n_boot, len(diff)))].mean(axis=1)
-    low, high = np.quantile(means, [0.025, 0.975])
-    return float(diff.mean()), float(low), float(high)
 
 
 def paired_gain(

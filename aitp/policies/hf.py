@@ -1,10 +1,12 @@
-"""A Hugging Face causal LM from a local directory or a GGUF file, sampled by the shared KV-cache loop.
+"""A Hugging Face causal LM from a local directory or a GGUF file, sampled on CUDA by the fast decoder.
 
 Loading never touches the network (`local_files_only`, `HF_HUB_OFFLINE=1`). Prompts go through
-the tokenizer's chat template when it has one. Sampling reuses `aitp.policies.tiny.sampler`: the
-model's own `DynamicCache` is the decoder state, so seeds, stop strings, log-probs and finish
-reasons mean exactly what they mean for the built-in model. On CUDA the default dtype is
-bfloat16; pass `dtype="float32"` in the spec where completions must not depend on batch makeup.
+the tokenizer's chat template when it has one. A Llama-family model on CUDA is sampled by
+`aitp.policies.fast` (static cache, captured decode steps, continuous batching, rows sized to
+free GPU memory); anything else, and every model on CPU, by the eager loop of
+`aitp.policies.tiny.sampler` with the model's own `DynamicCache`, in chunks sized to free memory.
+Both give seeds, stop strings, log-probs and finish reasons the same meaning. On CUDA the default
+dtype is bfloat16; pass `dtype="float32"` in the spec where completions must not depend on batch makeup.
 """
 
 from __future__ import annotations
@@ -18,9 +20,15 @@ import torch
 from torch import Tensor
 
 from aitp.errors import AitpError
+from aitp.fingerprint import fingerprint
 from aitp.policies.base import Completion, Messages, SamplingParams
-from aitp.policies.tiny.checkpoint import fingerprint
+from aitp.policies.fast import FastSampler, supports
 from aitp.policies.tiny.sampler import sample_tokens
+
+# Bytes per row and vocabulary entry of the eager loop's sampling buffers (float32 logits, softmax,
+# float64 probabilities and their cumulative sum), and the share of free memory its chunks may use.
+EAGER_BYTES_PER_LOGIT = 40
+EAGER_MEMORY_FRACTION = 0.5
 
 
 class HFLoadError(AitpError):
@@ -96,9 +104,11 @@ class _HFDecoder:
 class HFPolicy:
     """Samples from a local Hugging Face causal LM; build it with `HFPolicy.from_path`."""
 
-    def __init__(self, model, tokenizer, *, name: str, version: str, max_rows: int = 32) -> None:
+    def __init__(self, model, tokenizer, *, name: str, version: str, max_rows: int | None = None) -> None:
+        """`max_rows` caps the rows decoded together; by default they are sized to free memory."""
         self.model = model
         self.max_rows = max_rows
+        self._fast: FastSampler | None = None
         self.tokenizer = tokenizer
         self.name = name
         self.version = version
@@ -176,6 +186,20 @@ class HFPolicy:
             self.model.train(was_training)
 
     def _sample(self, prompt_ids, params, seeds):
+        decode = self._decode
+        if self.device.type == "cuda" and supports(self.model):
+            if self._fast is None or self._fast.weights.model is not self.model:
+                self._fast = FastSampler(self.model, max_slots=self.max_rows)
+            return self._fast.sample(
+                prompt_ids,
+                params,
+                seeds,
+                eos_ids=self.eos_ids,
+                decode=decode,
+                decode_batch=lambda seqs: self.tokenizer.batch_decode(seqs, skip_special_tokens=True),
+                max_len=self.max_len,
+            )
+        prompt_len = max((len(p) for p in prompt_ids), default=0)
         return sample_tokens(
             _HFDecoder(self.model),
             prompt_ids,
@@ -183,8 +207,28 @@ class HFPolicy:
             seeds,
             eos_ids=self.eos_ids,
             pad_id=self.pad_id,
-            decode=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True),
+            decode=decode,
             max_len=self.max_len,
-            max_rows=self.max_rows,
+            max_rows=self.max_rows or self.eager_rows(prompt_len, prompt_len + params.max_tokens),
             device=self.device,
         )
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def eager_rows(self, prompt_len: int, positions: int) -> int:
+        """Rows the eager loop decodes together: cache, prefill scores and sampling in half the free memory."""
+        config = self.model.config
+        heads = config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        itemsize = next(self.model.parameters()).element_size()
+        per_row = config.num_hidden_layers * 2 * kv_heads * head_dim * positions * itemsize
+        per_row += config.vocab_size * EAGER_BYTES_PER_LOGIT + heads * prompt_len**2 * 4
+        if self.device.type == "cuda":
+            free = torch.cuda.mem_get_info(self.device)[0]
+        else:
+            import psutil
+
+            free = psutil.virtual_memory().available
+        return max(1, int(free * EAGER_MEMORY_FRACTION) // per_row)

@@ -23,11 +23,6 @@ def backend_available(name: str) -> tuple[bool, str]:
     return BACKENDS[name][1]()
 
 
-def available_backends() -> list[str]:
-    """Backends whose prover is installed on this machine."""
-    return [name for name in BACKENDS if backend_available(name)[0]]
-
-
 def open_env(name: str, tactic_timeout: float = 5.0, **kwargs) -> ProverEnv:
     """Start a prover session of backend `name`, or fail in one line naming the install command."""
     ok, why = backend_available(name)

@@ -16,9 +16,30 @@ from pathlib import Path
 from aitp.proving.coq_protocol import COQ_INSTALL_HINT, CoqError, CoqIdeTop
 from aitp.proving.env import Theorem
 from aitp.proving.errors import ProverUnavailableError
-from aitp.proving.theorems import TheoremSet
+from aitp.proving.theorem_set import TheoremSet
 
-DEFAULT_DIRS = ("Arith", "Lists", "Bool")
+# In dependency order, so a theorem's premises (the names before it) are mostly loadable with it.
+DEFAULT_DIRS = (
+    "Init",
+    "Logic",
+    "Relations",
+    "Wellfounded",
+    "Arith",
+    "Bool",
+    "PArith",
+    "NArith",
+    "ZArith",
+    "Lists",
+    "Sorting",
+    "Sets",
+    "QArith",
+    "Classes",
+    "Program",
+    "Strings",
+    "Vectors",
+    "Numbers",
+)
+COQ_SET_VERSION = 2  # 1: Arith, Lists, Bool; 2: DEFAULT_DIRS in dependency order
 _KEYWORDS = r"(?:Lemma|Theorem|Fact|Remark|Corollary|Proposition|Property)"
 _LEMMA = re.compile(rf"^(?:#\[[^\]]*\]\s*)?(?:(?:Local|Global|Polymorphic)\s+)*{_KEYWORDS}\s+([A-Za-z_][\w']*)\b")
 _MODULE = re.compile(
@@ -38,21 +59,28 @@ def coq_theories_dir() -> Path:
     return Path(where) / "theories"
 
 
+_COMMENT_TOKEN = re.compile(r'"|\(\*|\*\)')
+
+
 def strip_comments(text: str) -> str:
     """Remove (nested) Coq comments, keeping strings intact."""
-    out, depth, i, in_string = [], 0, 0, False
-    while i < len(text):
-        if depth == 0 and text[i] == '"':
+    out, depth, last, in_string = [], 0, 0, False
+    for m in _COMMENT_TOKEN.finditer(text):  # jump between the only characters that matter
+        token = m.group()
+        if token == '"' and depth == 0:
             in_string = not in_string
-        if not in_string and text.startswith("(*", i):
-            depth, i = depth + 1, i + 2
+        elif in_string or (token == "*)" and depth == 0):
             continue
-        if not in_string and depth and text.startswith("*)", i):
-            depth, i = depth - 1, i + 2
-            continue
-        if depth == 0:
-            out.append(text[i])
-        i += 1
+        elif token == "(*":
+            if depth == 0:
+                out.append(text[last : m.start()])
+            depth += 1
+        elif token == "*)":
+            depth -= 1
+            if depth == 0:
+                last = m.end()
+    if depth == 0:
+        out.append(text[last:])
     return "".join(out)
 
 
@@ -106,7 +134,7 @@ def parse_v_file(path: Path, logical: str) -> list[dict]:
 def extract_coq_stdlib(dirs: tuple[str, ...] = DEFAULT_DIRS, theories: Path | None = None) -> TheoremSet:
     """Extract the `coq-stdlib` set from the given stdlib directories, resolved by coqidetop."""
     theories = theories or coq_theories_dir()
-    files = sorted(f for d in dirs for f in (theories / d).glob("*.v"))
+    files = [f for d in dirs for f in sorted((theories / d).rglob("*.v"))]
     coq = CoqIdeTop()
     try:
         state = coq.init_state
@@ -143,4 +171,4 @@ def extract_coq_stdlib(dirs: tuple[str, ...] = DEFAULT_DIRS, theories: Path | No
             )
     finally:
         coq.kill()
-    return TheoremSet("coq-stdlib", "coq", theorems, [t.name for t in theorems])
+    return TheoremSet("coq-stdlib", "coq", theorems, [t.name for t in theorems], COQ_SET_VERSION)

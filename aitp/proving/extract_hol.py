@@ -14,8 +14,9 @@ from pathlib import Path
 from aitp.proving.env import Theorem
 from aitp.proving.errors import ProverUnavailableError
 from aitp.proving.hol_light import HOL_DIR, HOL_INSTALL_HINT
-from aitp.proving.theorems import TheoremSet
+from aitp.proving.theorem_set import TheoremSet
 
+HOL_SET_VERSION = 1  # bump when the extraction changes what the set holds
 _LOADS = re.compile(r'^loads\s+"([a-z_0-9]+\.ml)"', re.M)
 _BINDING = re.compile(r"^let\s+([A-Z][A-Z0-9_']*)\s*=\s*", re.M)
 _DATABASE_NAME = re.compile(r'^"([A-Z][A-Z0-9_\']*)",', re.M)
@@ -112,4 +113,4 @@ def extract_hol_core(hol_dir: Path = HOL_DIR) -> TheoremSet:
                     module=filename,
                 )
             )
-    return TheoremSet("hol-core", "hol-light", theorems, premise_names)
+    return TheoremSet("hol-core", "hol-light", theorems, premise_names, HOL_SET_VERSION)

@@ -16,7 +16,7 @@ from aitp.proving.env import Goal, Theorem
 from aitp.proving.errors import TacticRejectedError
 from aitp.proving.premises import PremiseScorer, short_name
 from aitp.proving.search.base import TacticSuggestion
-from aitp.proving.theorems import TheoremSet
+from aitp.proving.theorem_set import TheoremSet
 
 # (template, argument kind): none, var (a variable of the goal), premise, premises (a list).
 TEMPLATES: dict[str, list[tuple[str, str]]] = {
@@ -68,7 +68,7 @@ TEMPLATES: dict[str, list[tuple[str, str]]] = {
         ("MP_TAC {}", "premise"),
     ],
 }
-_LIST_SEP = {"coq": ", ", "hol-light": "; "}
+LIST_SEP = {"coq": ", ", "hol-light": "; "}
 _VAR_TYPE = re.compile(r"^(nat|bool|list \S+|[A-Za-z_][\w.]*)$")
 
 
@@ -154,7 +154,7 @@ class FixedTacticPolicy:
                     (template.format(p), base + self.premise_weight * s) for p, s in zip(premises, premise_scores)
                 )
             elif premises:
-                joined = _LIST_SEP[self.backend].join(p for p in premises)
+                joined = LIST_SEP[self.backend].join(p for p in premises)
                 out.append((template.format(joined), base + self.premise_weight * max(premise_scores)))
         return out
 

@@ -1,105 +1,31 @@
-"""Theorem sets extracted offline from what the prover packages ship, with fixed hash splits.
+"""The named theorem sets, extracted offline from what the prover packages ship, cached under the home.
 
 - `hol-core`: the named theorems HOL Light's core library proves with `prove(...)` (Debian
   `hol-light`, /usr/share/hol-light), kept when the library's own search database names them.
-- `coq-stdlib`: the lemmas of Coq's standard library directories Arith, Lists and Bool (Debian
-  `libcoq-stdlib`, `coqc -where`/theories), kept when Coq resolves their qualified name.
+- `coq-stdlib`: the lemmas of a range of Coq standard library directories (Debian `libcoq-stdlib`,
+  `coqc -where`/theories; see `extract_coq.DEFAULT_DIRS`), kept when Coq resolves their qualified name.
 
-Each theorem keeps its human proof. The split of a theorem is a stable hash of its name, so it
-never moves when the library grows. Extracted sets are cached as JSONL under the aitp home.
+Each theorem keeps its human proof; splits are fixed by a hash of the name (`theorem_set.split_of`).
+A cached set older than its extractor's version is extracted again.
 """
 
 from __future__ import annotations
 
-import difflib
-import hashlib
-import json
-import os
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from aitp.home import resolve_home
-from aitp.proving.env import Theorem
 from aitp.proving.errors import UnknownTheoremError
+from aitp.proving.extract_coq import COQ_SET_VERSION, extract_coq_stdlib
+from aitp.proving.extract_hol import HOL_SET_VERSION, extract_hol_core
+from aitp.proving.theorem_set import SPLITS, TheoremSet, split_of
 
-SPLITS = ("train", "valid", "test")
 THEOREM_SETS = {"hol-core": "hol-light", "coq-stdlib": "coq"}
+_VERSIONS = {"hol-core": HOL_SET_VERSION, "coq-stdlib": COQ_SET_VERSION}
 
 
-def split_of(name: str) -> str:
-    """The fixed split of a theorem name: 80% train, 10% valid, 10% test by SHA-256."""
-    bucket = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % 100
-    return "train" if bucket < 80 else "valid" if bucket < 90 else "test"
-
-
-@dataclass
-class TheoremSet:
-    """Provable theorems in library order, and every library name usable as a premise, in order."""
-
-    name: str
-    backend: str
-    theorems: list[Theorem]
-    premise_names: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self._by_name = {t.name: t for t in self.theorems}
-        self._rank = {n: i for i, n in enumerate(self.premise_names)}
-
-    def __len__(self) -> int:
-        return len(self.theorems)
-
-    def get(self, name: str) -> Theorem:
-        """The theorem called `name`, or a one-line error naming the closest names."""
-        if name in self._by_name:
-            return self._by_name[name]
-        suffix = [n for n in self._by_name if n.endswith("." + name)]
-        if len(suffix) == 1:
-            return self._by_name[suffix[0]]
-        close = difflib.get_close_matches(name, list(self._by_name), n=3, cutoff=0.6)
-        hint = (
-            f"did you mean {', '.join(close)}?"
-            if close
-            else f"list them with `aitp prove-theorems --theorems {self.name}`"
-        )
-        raise UnknownTheoremError(f"unknown theorem '{name}' in set '{self.name}': {hint}")
-
-    def split(self, split: str) -> list[Theorem]:
-        """Theorems of one split (train, valid, test) or all of them (`all`)."""
-        if split == "all":
-            return list(self.theorems)
-        if split not in SPLITS:
-            raise UnknownTheoremError(f"unknown split '{split}': use one of {', '.join(SPLITS)}, all")
-        return [t for t in self.theorems if split_of(t.name) == split]
-
-    def premises(self, theorem: str) -> list[str]:
-        """Library names defined strictly before `theorem` (never the theorem itself)."""
-        rank = self._rank.get(theorem)
-        if rank is None:
-            return []
-        return self.premise_names[:rank]
-
-    def premise_map(self) -> dict[str, list[str]]:
-        """Premises of every theorem, for `ProverEnv.set_premises`."""
-        return {t.name: self.premises(t.name) for t in self.theorems}
-
-    def save(self, path: Path) -> None:
-        """Write the set as JSONL (atomically): a header line, then one theorem per line."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with tmp.open("w") as f:
-            header = {"set": self.name, "backend": self.backend, "premise_names": self.premise_names}
-            f.write(json.dumps(header) + "\n")
-            for t in self.theorems:
-                f.write(json.dumps(asdict(t)) + "\n")
-        os.replace(tmp, path)
-
-    @classmethod
-    def load(cls, path: Path) -> TheoremSet:
-        """Read a set written by `save`."""
-        with Path(path).open() as f:
-            header = json.loads(f.readline())
-            theorems = [Theorem(**json.loads(line)) for line in f if line.strip()]
-        return cls(header["set"], header["backend"], theorems, header.get("premise_names", []))
+def theorem_set_cache(name: str, home: str | Path | None = None) -> Path:
+    """Where a named set is cached."""
+    return resolve_home(home) / "proving" / "theorems" / f"{name}.jsonl"
 
 
 def load_theorem_set(name: str, home: str | Path | None = None, refresh: bool = False) -> TheoremSet:
@@ -109,16 +35,14 @@ def load_theorem_set(name: str, home: str | Path | None = None, refresh: bool = 
             return TheoremSet.load(Path(name))
         known = ", ".join(THEOREM_SETS)
         raise UnknownTheoremError(f"unknown theorem set '{name}': use one of {known}, or a JSONL file path")
-    cache = resolve_home(home) / "proving" / "theorems" / f"{name}.jsonl"
+    cache = theorem_set_cache(name, home)
     if cache.is_file() and not refresh:
-        return TheoremSet.load(cache)
-    if name == "hol-core":
-        from aitp.proving.extract_hol import extract_hol_core
-
-        theorem_set = extract_hol_core()
-    else:
-        from aitp.proving.extract_coq import extract_coq_stdlib
-
-        theorem_set = extract_coq_stdlib()
+        cached = TheoremSet.load(cache)
+        if cached.version == _VERSIONS[name]:
+            return cached
+    theorem_set = extract_hol_core() if name == "hol-core" else extract_coq_stdlib()
     theorem_set.save(cache)
     return theorem_set
+
+
+__all__ = ["SPLITS", "THEOREM_SETS", "TheoremSet", "load_theorem_set", "split_of", "theorem_set_cache"]

@@ -145,16 +145,12 @@ def write_traces(home, experiment: str, iteration: int, rows: dict[str, list[dic
 
 
 def _write_jsonl(home, experiment: str, iteration: int, rows: dict[str, list[dict]], shard: str) -> str:
-    import json
     from pathlib import Path
 
+    from aitp.atomic import publish_jsonl
     from aitp.home import resolve_home
 
     root = resolve_home(home) / "proving" / "traces" / f"experiment={experiment}" / f"iteration={iteration}"
     for table in TRACE_TABLES:
-        path = Path(root) / table / f"{shard}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows.get(table, [])))
-        os.replace(tmp, path)
+        publish_jsonl(Path(root) / table / f"{shard}.jsonl", rows.get(table, []))
     return str(root)

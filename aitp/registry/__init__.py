@@ -1,6 +1,6 @@
 """MLflow tracking, the model registry and the promotion gate (MLflow itself is imported lazily)."""
 
-from aitp.registry.promotion import decide, evaluate_version, gate, promote, record_iteration, rollback
+from aitp.registry.promotion import crown, decide, judge, promote, rollback
 from aitp.registry.store import (
     CHALLENGER,
     CHAMPION,
@@ -25,12 +25,11 @@ __all__ = [
     "PromotionError",
     "Registry",
     "RegistryError",
+    "crown",
     "decide",
-    "evaluate_version",
-    "gate",
+    "judge",
     "default_tracking_uri",
     "model_name",
     "promote",
-    "record_iteration",
     "rollback",
 ]

@@ -1,9 +1,10 @@
-"""The promotion gate: challenger vs champion on the same eval set, aliases moved only on a win.
+"""The promotion decision: challenger vs champion on the same eval set, aliases moved only on a win.
 
-Order of a promotion: every check first (versions exist, each eval belongs to its version, both
-evals share one eval set); then the decision is tagged on the challenger's version and written to
-the lake's `iterations` table; only then do the aliases move (`previous-champion` first, so a
-failure in between leaves `champion` where it was). A first model becomes champion.
+It takes evaluation results and decides; it runs no evaluation and writes no lake (the loop's
+gate, `aitp.loop.evaluation`, does both around it). Order: every check first (versions exist, each
+eval belongs to its version, both evals share one eval set); then the decision is tagged on the
+challenger's version; only then do the aliases move (`previous-champion` first, so a failure in
+between leaves `champion` where it was). A first model becomes champion.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from aitp.registry.store import (
-    CHALLENGER,
     CHAMPION,
     PREVIOUS,
     TAG,
@@ -23,7 +23,7 @@ from aitp.registry.store import (
 )
 
 
-def _require(registry: Registry, experiment: str, ref: str) -> ModelVersion:
+def require_version(registry: Registry, experiment: str, ref: str) -> ModelVersion:
     mv = registry.get(experiment, ref)
     if mv is None:
         known = registry.aliases(experiment)
@@ -54,7 +54,7 @@ def decide(challenger: float, champion: float | None, margin: float) -> tuple[bo
     return False, f"does not win: {delta:+.4f} vs margin {margin:g}"
 
 
-def promote(
+def judge(
     registry: Registry,
     experiment: str,
     iteration: int,
@@ -63,9 +63,9 @@ def promote(
     champion_eval: Any | None,
     config: PromotionConfig | None = None,
 ) -> Decision:
-    """Compare challenger and champion on one eval set; move `champion` only when the challenger wins."""
+    """Compare challenger and champion on one eval set and tag the decision; no alias moves yet."""
     config = config or PromotionConfig()
-    challenger = _require(registry, experiment, challenger_version)
+    challenger = require_version(registry, experiment, challenger_version)
     champion = registry.get(experiment, CHAMPION)
     _check_eval(challenger, challenger_eval, "challenger")
     if champion is not None and champion.version == challenger.version:
@@ -132,68 +132,32 @@ def promote(
         },
     )
     registry.call("tag a run", registry.client.set_tag, run_id, TAG + "promotion", reason)
-    row = {
-        "mlflow_run_id": run_id,
-        "model_in": champion.model_version if champion else None,
-        "model_out": challenger.model_version,
-        "promoted": promoted,
-        "promote_reason": reason,
-    }
-    record_iteration(registry.home, experiment, iteration, row)
-    if promoted:
-        try:
-            if champion is not None:
-                registry.set_alias(experiment, PREVIOUS, champion.version)
-                registry.tag_version(experiment, challenger.version, {TAG + "previous_champion": champion.version})
-            registry.set_alias(experiment, CHAMPION, challenger.version)
-        except Exception as exc:
-            record_iteration(
-                registry.home,
-                experiment,
-                iteration,
-                {**row, "promoted": False, "promote_reason": f"registry error, not promoted: {exc}"},
-            )
-            raise
     return decision
 
 
-def evaluate_version(
-    registry: Registry, experiment: str, iteration: int, ref: str, eval_config: Any, role: str = "challenger"
-) -> Any:
-    """A version's eval on the experiment's eval set: from the lake if it was measured, else run and logged now."""
-    from aitp.evaluate import build_eval_set, evaluate, load_eval
-
-    mv = _require(registry, experiment, ref)
-    found = load_eval(registry.home, experiment, mv.model_version, build_eval_set(eval_config).eval_name)
-    if found is not None:
-        return found
-    result = evaluate(
-        registry.home,
-        experiment,
-        iteration,
-        registry.checkpoint_path(mv),
-        eval_config,
-        model_version=mv.model_version or None,
-    )
-    registry.log_eval(result, role)
-    return result
+def crown(registry: Registry, experiment: str, decision: Decision) -> None:
+    """Move the aliases a decision calls for: `previous-champion` first, then `champion`."""
+    if not decision.promoted:
+        return
+    if decision.champion is not None:
+        registry.set_alias(experiment, PREVIOUS, decision.champion)
+        registry.tag_version(experiment, decision.challenger, {TAG + "previous_champion": decision.champion})
+    registry.set_alias(experiment, CHAMPION, decision.challenger)
 
 
-def gate(
+def promote(
     registry: Registry,
     experiment: str,
     iteration: int,
-    eval_config: Any,
+    challenger_version: str,
+    challenger_eval: Any,
+    champion_eval: Any | None,
     config: PromotionConfig | None = None,
-    challenger: str = CHALLENGER,
 ) -> Decision:
-    """Evaluate challenger and champion where needed (same eval set), then `promote`."""
-    challenger_eval = evaluate_version(registry, experiment, iteration, challenger, eval_config, "challenger")
-    champion = registry.get(experiment, CHAMPION)
-    champion_eval = None
-    if champion is not None and champion.version != _require(registry, experiment, challenger).version:
-        champion_eval = evaluate_version(registry, experiment, iteration, CHAMPION, eval_config, "champion")
-    return promote(registry, experiment, iteration, challenger, challenger_eval, champion_eval, config)
+    """Judge challenger against champion on one eval set and move `champion` only when the challenger wins."""
+    decision = judge(registry, experiment, iteration, challenger_version, challenger_eval, champion_eval, config)
+    crown(registry, experiment, decision)
+    return decision
 
 
 def rollback(registry: Registry, experiment: str) -> Decision:
@@ -218,21 +182,3 @@ def rollback(registry: Registry, experiment: str) -> Decision:
     return Decision(
         True, reason, previous.version, champion.version if champion else None, None, None, "rollback", 0.0, None
     )
-
-
-def record_iteration(home, experiment: str, iteration: int, fields: dict[str, Any]) -> None:
-    """Merge fields into the iteration's row of the lake's `iterations` table (one row per iteration)."""
-    from aitp.lake import read_partition, write_partition
-    from aitp.lake.errors import UnknownPartitionError
-
-    try:
-        existing = read_partition(home, "iterations", experiment, iteration).to_pylist()
-    except UnknownPartitionError:
-        existing = []
-    row = {k: v for k, v in (existing[0] if existing else {}).items() if k not in ("experiment", "iteration")}
-    for key, value in fields.items():
-        if key == "model_in" and row.get("model_in"):
-            continue  # the iteration's starting model, set by whoever started it, wins
-        row[key] = value
-    row["created_at"] = None
-    write_partition(home, "iterations", experiment, iteration, [row], shard="0")

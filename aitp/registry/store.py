@@ -183,6 +183,25 @@ class Registry:
             run_id = self.call("create a run", self.client.create_run, eid, tags=run_tags, run_name=name).info.run_id
         return run_id
 
+    @contextmanager
+    def experiment_run(self, experiment: str) -> Iterator[str]:
+        """The parent run: RUNNING while a loop runs on it, then FINISHED (FAILED if it raised, KILLED if stopped).
+
+        A resumed loop reopens it; without this it stayed RUNNING forever once created.
+        """
+        run_id = self.parent_run(experiment)
+        self.call("reopen a run", self.client.update_run, run_id, "RUNNING")
+        try:
+            yield run_id
+        except BaseException as exc:
+            status = "KILLED" if isinstance(exc, KeyboardInterrupt | SystemExit) else "FAILED"
+            try:
+                self.call("end a run", self.client.set_terminated, run_id, status)
+            except RegistryError:
+                pass  # the loop's own error is the one to show
+            raise
+        self.call("end a run", self.client.set_terminated, run_id, "FINISHED")
+
     def finish_iteration(self, experiment: str, iteration: int, status: str = "FINISHED") -> None:
         """Mark an iteration's run finished (or FAILED)."""
         self.call("end a run", self.client.set_terminated, self.iteration_run(experiment, iteration), status)
@@ -280,7 +299,7 @@ class Registry:
         self, experiment: str, iteration: int, checkpoint: str | Path, flow_run_id: str | None = None
     ) -> ModelVersion:
         """Log a checkpoint as an artifact of the iteration's run, register it, and point `challenger` at it."""
-        from aitp.policies.tiny.checkpoint import fingerprint
+        from aitp.fingerprint import fingerprint
         from aitp.train.checkpoint import ZERO_DIR, verify_checkpoint
 
         checkpoint = Path(checkpoint).resolve()

@@ -16,13 +16,13 @@ from typing import Any
 
 import duckdb
 
+from aitp.atomic import publish_bytes
 from aitp.report.plots import (
     OVERALL,
     read_iterations,
     render_png,
     require_experiment,
     table_from_connection,
-    write_atomically,
 )
 
 SAMPLES_PER_KIND = 2
@@ -251,4 +251,4 @@ def write_report(home: Any, experiment: str, out: Path, registry_aliases: dict[s
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>aitp report: {escape(experiment)}'
         f"</title><style>{CSS}</style></head><body>{body}</body></html>\n"
     )
-    return write_atomically(out, page.encode("utf-8"))
+    return publish_bytes(out, page.encode("utf-8"))

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import io
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from aitp.atomic import publish_bytes
 from aitp.errors import AitpError
 
 OVERALL = "(overall)"
@@ -190,16 +190,6 @@ def render_png(table: list[dict[str, Any]], experiment: str) -> bytes:
     return buffer.getvalue()
 
 
-def write_atomically(out: Path, data: bytes) -> Path:
-    """Write a file whole or not at all: to a hidden sibling, then rename over the target."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(out)
-    return out
-
-
 def plot_iterations(home: Any, experiment: str, out: Path) -> Path:
     """Write the experiment's pass-rate / kept-group-rate PNG to `out`; return its path."""
-    return write_atomically(out, render_png(iteration_table(home, experiment), experiment))
+    return publish_bytes(out, render_png(iteration_table(home, experiment), experiment))

@@ -25,6 +25,10 @@ class SchedulerUnreachableError(AitpError):
     """No Dask scheduler answers at the given address, or it has no workers."""
 
 
+class NoCudaError(AitpError):
+    """The config runs on CUDA but this machine shows no CUDA device."""
+
+
 def machine_workers() -> int:
     """How many single-threaded CPU workers this machine holds: one per core."""
     return max(1, os.cpu_count() or 1)
@@ -39,9 +43,50 @@ def visible_gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def local_cluster(workers: int | None = None, gpus: int = 0, memory_limit: str | float | None = "auto"):
-    """A local cluster of worker processes: `workers` CPU workers, or one per GPU when `gpus` > 0."""
-    from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
+def wants_cuda(device: str | None) -> bool:
+    """Whether a config's device names CUDA (`cuda`, `cuda:1`)."""
+    return device is not None and device.startswith("cuda")
+
+
+def check_device(device: str | None) -> int:
+    """The GPUs visible here; refuses a CUDA device where none is visible, before anything starts."""
+    n = visible_gpus()
+    if wants_cuda(device) and n == 0:
+        raise NoCudaError(
+            f"the config runs on device {device} but this machine shows no CUDA device "
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}): run it on a GPU machine "
+            "or pass --set device=cpu"
+        )
+    return n
+
+
+def loop_cluster(device: str | None, workers: int | None = None, memory_limit: str | float | None = "auto"):
+    """The loop's local cluster: one worker per visible GPU where the config may run on CUDA, beside CPU workers.
+
+    `device` cpu gives CPU workers only; cuda (or None, meaning cuda where present) adds a worker
+    per visible GPU. `workers` counts the CPU workers (None: one per core left over by the GPU workers).
+    """
+    gpus = 0 if device == "cpu" else check_device(device)
+    if gpus == 0:
+        return local_cluster(workers, 0, memory_limit)
+    cpus = workers or max(1, machine_workers() - gpus)
+    return local_cluster(gpus=gpus, cpu_workers=cpus, memory_limit=memory_limit)
+
+
+def _worker_spec(resources: dict[str, int] | None, env: dict[str, str], memory_limit) -> dict:
+    from distributed import Nanny
+
+    options = {"nthreads": 1, "env": env, "memory_limit": memory_limit, "silence_logs": logging.ERROR}
+    if resources:
+        options["resources"] = resources
+    return {"cls": Nanny, "options": options}
+
+
+def local_cluster(
+    workers: int | None = None, gpus: int = 0, memory_limit: str | float | None = "auto", cpu_workers: int = 0
+):
+    """A local cluster of worker processes: `workers` CPU workers, or one per GPU plus `cpu_workers` when `gpus` > 0."""
+    from distributed import LocalCluster, Scheduler, SpecCluster
 
     quiet = {"silence_logs": logging.ERROR}
     if gpus <= 0:
@@ -59,18 +104,10 @@ def local_cluster(workers: int | None = None, gpus: int = 0, memory_limit: str |
     visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     cards = visible if len(visible) >= n else [str(i) for i in range(n)]
     specs = {
-        f"gpu-{i}": {
-            "cls": Nanny,
-            "options": {
-                "nthreads": 1,
-                "resources": {GPU: 1},
-                "env": {"CUDA_VISIBLE_DEVICES": cards[i].strip()},
-                "memory_limit": memory_limit,
-                "silence_logs": logging.ERROR,
-            },
-        }
-        for i in range(n)
+        f"gpu-{i}": _worker_spec({GPU: 1}, {"CUDA_VISIBLE_DEVICES": cards[i].strip()}, memory_limit) for i in range(n)
     }
+    # CPU workers see no GPU: a task without the GPU resource never lands a model on a card by accident.
+    specs |= {f"cpu-{i}": _worker_spec(None, {"CUDA_VISIBLE_DEVICES": ""}, memory_limit) for i in range(cpu_workers)}
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
     return SpecCluster(workers=specs, scheduler=scheduler, **quiet)
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Any
 
 from aitp.envs.items import Item
 from aitp.errors import AitpError
 from aitp.policies.base import SamplingParams
+from aitp.policies.spec import PolicySpec
 from aitp.rollouts.cluster import GPU, dask_client, gpu_workers
 from aitp.rollouts.shards import cut_shards, default_shard_size
-from aitp.rollouts.worker import PolicySpec, RolloutContext, rollout_shard, spec_as_dict, with_group_size
+from aitp.rollouts.worker import RolloutContext, rollout_shard
 
 Progress = Callable[[int, int], None]
 DEFAULT_RETRIES = 2
@@ -36,33 +36,27 @@ class NoGpuWorkersError(AitpError):
     """The policy is to run on CUDA but no worker declares a GPU."""
 
 
-def is_remote(spec: PolicySpec) -> bool:
-    """Whether the policy is a server (sampled over HTTP) rather than a model loaded on the worker."""
-    return spec_as_dict(spec).get("backend") == "openai"
-
-
 def preflight(spec: PolicySpec) -> None:
     """Fail fast on the caller's side: a missing policy path, a server that does not answer."""
-    as_dict = spec_as_dict(spec)
-    path = as_dict.get("path")
-    if path is not None and not Path(path).expanduser().exists():
+    path = spec.local_path()
+    if path is not None and not path.exists():
         raise PolicyNotFoundError(
             f"policy path {path} does not exist: pass a checkpoint directory, or tiny, hf or openai with their options"
         )
-    if is_remote(spec):
+    if spec.is_remote:
         from aitp.policies.openai_backend import OpenAIPolicy
 
-        OpenAIPolicy.from_spec(as_dict).check()
+        OpenAIPolicy.from_spec(spec.openai_options()).check()
 
 
 def local_gpus(spec: PolicySpec, device: str | None) -> int | None:
     """GPUs for a local cluster: none for a server or a CPU policy, else whatever CUDA shows (None)."""
-    return 0 if is_remote(spec) or device == "cpu" else None
+    return 0 if spec.is_remote or device == "cpu" else None
 
 
 def _placement(spec: PolicySpec, client, device: str | None) -> tuple[str | None, dict[str, int] | None]:
     """The device to load on and the Dask resources to ask for: a GPU only when the policy runs on CUDA."""
-    if is_remote(spec) or device == "cpu":
+    if spec.is_remote or device == "cpu":
         return device, None
     n_gpu = gpu_workers(client)
     if device is not None and device.startswith("cuda"):
@@ -81,7 +75,6 @@ def run_rollouts(
     items: Sequence[Item],
     policy: PolicySpec,
     params: SamplingParams,
-    group_size: int,
     client: Any = None,
     *,
     experiment: str = "default",
@@ -95,7 +88,7 @@ def run_rollouts(
     on_progress: Progress | None = None,
     system_prompt: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Sample and score `group_size` completions per item on Dask; one row per sample, in item order.
+    """Sample and score a group of `params.n` completions per item on Dask; one row per sample, in item order.
 
     `client` is a `distributed.Client`, a scheduler address, or None for a local cluster of `workers`
     processes started (and closed) for this call. `max_token_length` (default `params.max_tokens`)
@@ -104,8 +97,8 @@ def run_rollouts(
     """
     if not items:
         return []
+    policy = PolicySpec.parse(policy)
     preflight(policy)
-    ctx_params = with_group_size(params, group_size)
     if isinstance(client, str) or client is None:
         opened = dask_client(client, workers, gpus=local_gpus(policy, device))
     else:
@@ -116,12 +109,14 @@ def run_rollouts(
             experiment=experiment,
             iteration=iteration,
             seed=seed,
-            params=ctx_params,
+            params=params,
             max_token_length=max_token_length or params.max_tokens,
             device=load_on,
             system_prompt=system_prompt,
         )
-        shards = cut_shards([item.to_dict() for item in items], shard_size or default_shard_size(len(items)))
+        gpus = gpu_workers(dask) if resources else 0
+        size = shard_size or default_shard_size(len(items), gpu_workers=gpus)
+        shards = cut_shards([item.to_dict() for item in items], size)
         return _gather(dask, shards, policy, ctx, retries, resources, len(items), on_progress)
 
 

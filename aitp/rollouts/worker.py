@@ -13,7 +13,7 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -22,10 +22,9 @@ from aitp.envs.groups import ScoredGroup, score_group
 from aitp.envs.items import Item
 from aitp.envs.prompt import SYSTEM_PROMPT, build_messages
 from aitp.policies.base import Completion, Messages, Policy, SamplingParams
+from aitp.policies.spec import PolicySpec
 from aitp.rollouts.shards import group_id, sample_seed
 from aitp.tokenizer import load_token_counter
-
-PolicySpec = str | dict[str, Any]
 
 MAX_CACHED_POLICIES = 2  # e.g. champion and challenger; iterations would otherwise pile up models
 _POLICIES: dict[str, Policy] = {}
@@ -46,28 +45,13 @@ class RolloutContext:
     """None: the environment's system prompt."""
 
 
-def spec_as_dict(spec: PolicySpec) -> dict[str, Any]:
-    """The spec as a dict, reading the string forms `aitp.policies.loading` accepts (without importing torch)."""
-    if isinstance(spec, dict):
-        return spec
-    text = str(spec)
-    if text in ("tiny", "smollm2"):
-        return {"backend": "tiny" if text == "tiny" else "hf"}
-    prefix, _, rest = text.partition(":")
-    if prefix == "openai" and rest:
-        return {"backend": "openai", "base_url": rest}
-    if prefix in ("tiny", "hf") and rest:
-        return {"backend": prefix, "path": rest}
-    return {"path": text}
-
-
 def spec_key(spec: PolicySpec, device: str | None) -> str:
     """The per-process cache key: the spec, the device, and the identity of the checkpoint on disk.
 
     Checkpoints are replaced by renaming a new directory into place, so the path's inode and mtime
     tell a retrained checkpoint at the same path from the cached one.
     """
-    path = spec_as_dict(spec).get("path")
+    path = spec.local_path() if spec.path else None
     stamp = None
     if path:
         try:
@@ -75,7 +59,7 @@ def spec_key(spec: PolicySpec, device: str | None) -> str:
             stamp = [st.st_ino, st.st_mtime_ns]
         except OSError:
             stamp = None
-    return json.dumps({"spec": spec, "device": device, "stamp": stamp}, sort_keys=True, default=str)
+    return json.dumps({"spec": spec.model_dump(mode="json"), "device": device, "stamp": stamp}, sort_keys=True)
 
 
 def _in_dask_worker() -> bool:
@@ -194,10 +178,3 @@ def _group_rows(
         }
         for k, c in enumerate(group)
     ]
-
-
-def with_group_size(params: SamplingParams, group_size: int) -> SamplingParams:
-    """The sampling params with `n` set to the group size."""
-    if group_size < 1:
-        raise ValueError(f"group_size must be at least 1, got {group_size}")
-    return replace(params, n=group_size)

@@ -12,9 +12,7 @@ A checkpoint is assembled in a hidden sibling directory and renamed into place.
 from __future__ import annotations
 
 import json
-import shutil
 import struct
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -35,24 +33,6 @@ class CheckpointError(AitpError):
 def checkpoint_dir(home: str | Path, experiment: str, iteration: int) -> Path:
     """Where `train` writes the checkpoint of an iteration."""
     return Path(home) / "checkpoints" / experiment / f"iter-{iteration:03d}"
-
-
-def staging_dir(final: Path, label: str = "tmp") -> Path:
-    """A fresh hidden sibling of `final`, renamed into place once complete."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    return final.parent / f".{final.name}.{label}-{uuid.uuid4().hex[:8]}"
-
-
-def publish(staging: Path, final: Path) -> Path:
-    """Rename a complete staging directory to `final`, replacing what was there."""
-    old = None
-    if final.exists():
-        old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
-        final.rename(old)
-    staging.rename(final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
 
 
 def _safetensors_complete(path: Path) -> bool:

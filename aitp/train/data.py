@@ -2,7 +2,7 @@
 
 Nothing is handed over in memory: each stage commits to the lake and training reads it back here.
 Every example records where it came from (iteration, item, group, sample), its group's
-`keep_reason` (which carries the filter's threshold) and the threshold it was selected with.
+`keep_reason` and `keep_threshold` (the filter's rule), and the threshold it was selected with.
 Eval questions never become training prompts: rows whose question is in the experiment's eval
 items are left out, since small problem spaces would otherwise leak eval answers into training.
 """
@@ -40,7 +40,7 @@ def kept_samples_sql(config: TrainConfig) -> str:
     return f"""
         SELECT 'rollout' AS source, iteration, item_id, task, group_id, sample_index,
                NULL::INTEGER AS rejected_index, prompt, completion, NULL::VARCHAR AS rejected,
-               final_score AS score, NULL::DOUBLE AS rejected_score, keep_reason
+               final_score AS score, NULL::DOUBLE AS rejected_score, keep_reason, keep_threshold
         FROM rollouts
         WHERE experiment = $experiment AND {_iterations(config)} AND coalesce(split, 'train') = 'train'
           AND group_kept AND final_score > $threshold AND completion IS NOT NULL
@@ -60,14 +60,14 @@ def preference_pairs_sql(config: TrainConfig) -> str:
         pairs AS (
             SELECT c.iteration, c.item_id, c.task, c.group_id, c.sample_index, r.sample_index AS rejected_index,
                    c.prompt, c.completion, r.completion AS rejected, c.final_score AS score,
-                   r.final_score AS rejected_score, c.keep_reason,
+                   r.final_score AS rejected_score, c.keep_reason, c.keep_threshold,
                    row_number() OVER (PARTITION BY c.iteration, c.group_id
                                       ORDER BY c.final_score - r.final_score DESC, c.sample_index, r.sample_index)
                        AS pair_rank
             FROM kept c JOIN kept r USING (iteration, item_id, group_id)
             WHERE c.final_score > $threshold AND r.final_score < c.final_score AND r.completion <> c.completion)
         SELECT 'pair' AS source, iteration, item_id, task, group_id, sample_index, rejected_index, prompt,
-               completion, rejected, score, rejected_score, keep_reason
+               completion, rejected, score, rejected_score, keep_reason, keep_threshold
         FROM pairs WHERE pair_rank <= $max_pairs
         ORDER BY iteration, item_id, group_id, pair_rank"""
 
@@ -126,6 +126,7 @@ def _demonstrations(con, params: dict[str, Any], config: TrainConfig) -> list[di
                 "score": None,
                 "rejected_score": None,
                 "keep_reason": "demonstration",
+                "keep_threshold": None,
             }
         )
     return out

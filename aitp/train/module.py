@@ -50,9 +50,9 @@ class Trainable:
 def load_trainable(spec: Any, lora: Any = None) -> Trainable:
     """Load a policy spec (see `aitp.policies.loading`) on CPU in float32, ready to train."""
     from aitp.policies.loading import load_policy
+    from aitp.policies.spec import PolicySpec
 
-    if isinstance(spec, dict) and spec.get("backend") == "hf":
-        spec = {**spec, "dtype": "float32"}
+    spec = PolicySpec.parse(spec).model_copy(update={"dtype": "float32"})  # train in fp32 (tiny ignores dtype)
     policy = load_policy(spec, device="cpu")
     model = policy.model
     if hasattr(policy, "prompt_ids"):  # Hugging Face

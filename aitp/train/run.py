@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from aitp.atomic import publish_dir, staging_dir
 from aitp.errors import AitpError
 from aitp.train.checkpoint import (
     EXAMPLES_FILE,
@@ -28,10 +29,8 @@ from aitp.train.checkpoint import (
     CheckpointError,
     checkpoint_dir,
     consolidate_zero,
-    publish,
     read_record,
     save_policy,
-    staging_dir,
     write_record,
 )
 from aitp.train.config import TrainConfig
@@ -81,17 +80,17 @@ class TrainResult:
         return asdict(self)
 
 
-def _spec_of(base: Any) -> Any:
-    return str(base) if isinstance(base, Path) else base
+def _spec_of(base: Any) -> dict[str, Any]:
+    """The base model's spec as JSON (for the training record and a launched process)."""
+    from aitp.policies.spec import PolicySpec
+
+    return PolicySpec.parse(base).model_dump(mode="json", exclude_none=True)
 
 
-def _base_version(base: Any) -> str | None:
-    path = Path(base["path"] if isinstance(base, dict) and "path" in base else str(base))
-    if path.exists():
-        from aitp.policies.tiny.checkpoint import fingerprint
+def _base_version(base: Any) -> str:
+    from aitp.fingerprint import model_id
 
-        return fingerprint(path)
-    return None
+    return model_id(base)
 
 
 def train(
@@ -109,12 +108,17 @@ def train(
     home = resolve_home(home)
     out = Path(out) if out is not None else checkpoint_dir(home, experiment, iteration)
     examples = select_examples(home, experiment, iteration, config)
-    meta = {"experiment": experiment, "iteration": iteration, "base_version": _base_version(base_checkpoint)}
+    return train_on(examples, base_checkpoint, config, out, {"experiment": experiment, "iteration": iteration})
+
+
+def train_on(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Path, meta: dict[str, Any]) -> Path:
+    """Train `base` on given examples into `out`: here, or in a launched process group for several GPUs."""
+    meta = {**meta, "base_version": _base_version(base)}
     plan = plan_for(config)
     if plan.needs_launch:
-        launch(examples, base_checkpoint, config, out, meta, plan.devices)
+        launch(examples, base, config, out, meta, plan.devices)
     else:
-        fit(examples, base_checkpoint, config, out, meta)
+        fit(examples, base, config, out, meta)
     return out
 
 
@@ -213,7 +217,9 @@ def _resume_point(base: Any, config: TrainConfig, plan: StrategyPlan) -> tuple[s
         return None, 0
     if not plan.deepspeed:
         raise StrategyError("resume continues a DeepSpeed run: it needs CUDA and zero_stage 1-3, or set resume false")
-    path = Path(base["path"] if isinstance(base, dict) else str(base))
+    from aitp.policies.spec import PolicySpec
+
+    path = PolicySpec.parse(base).local_path() or Path(".nonexistent")
     zero = path / ZERO_DIR
     if not (zero / "latest").is_file():
         raise CheckpointError(f"{path} has no resumable ZeRO state ({ZERO_DIR}/latest): set resume false")
@@ -250,7 +256,7 @@ def _save(trainer, module, trainable, plan: StrategyPlan, out: Path, result: Tra
             zero_tmp.rename(staging / ZERO_DIR)
         result.seconds = round(time.perf_counter() - start, 3)
         write_record(staging, result.to_dict(), [_lineage(ex) for ex in examples])
-        publish(staging, out)
+        publish_dir(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

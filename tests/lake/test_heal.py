@@ -95,11 +95,12 @@ def run_loop_in_process(home: Path, config: dict) -> None:
     """Run (or resume) the loop in this process, as `aitp run` would; the only loop-facing code of this test."""
     from distributed import Client, LocalCluster
 
-    from aitp.loop import LoopConfig, open_experiment, run_loop
+    from aitp.loop import LoopConfig, open_experiment, run_iteration
 
     run = open_experiment(home, LoopConfig.model_validate(config))
     with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
-        run_loop(run, client)
+        for k in range(config["iterations"] + 1):
+            run_iteration(run, k, client)
 
 
 def _scribble(path: str) -> None:

@@ -7,8 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from aitp.lake import connect
 from tests.loop.helpers import REPO, env, prefect_read, write_config
+
+pytestmark = pytest.mark.slow  # real processes: a Prefect server, killed workers or writers
 
 PREFECT = [sys.executable, "-m", "prefect"]
 

@@ -7,8 +7,12 @@ import copy
 import pytest
 
 from aitp.loop import LoopConfig
-from aitp.loop.stages import iteration_items
+from aitp.loop.reasoning import ReasoningEnvironment
 from tests.loop.helpers import MINI
+
+
+def iteration_items(config, iteration):
+    return list(ReasoningEnvironment(config).items(iteration))
 
 
 def _config(**task0) -> LoopConfig:

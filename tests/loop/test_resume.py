@@ -5,11 +5,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from aitp.lake import committed_shards
+import pytest
+
+from aitp.lake import committed_shards, read_iteration
 from aitp.loop.experiment import resume_config
-from aitp.loop.stages import LoopRun, iteration_row
 from aitp.train.checkpoint import CheckpointError, checkpoint_dir, verify_checkpoint
 from tests.loop.helpers import MINI, champion_weights, env, lake_counts, run_aitp, run_and_kill
+
+pytestmark = pytest.mark.slow  # real processes: a Prefect server, killed workers or writers
 
 CHUNKS = len(MINI["tasks"]) * MINI["rollouts"]["items_per_task"] // MINI["rollouts"]["chunk_items"]
 
@@ -57,7 +60,7 @@ def test_killed_during_training_then_resumed(baseline, prefect_server, tmp_path)
     def mid_training() -> bool:  # iteration 1 recorded its rollouts and went on to train
         if started:
             return time.monotonic() - started[0] > 0.8
-        row = iteration_row(LoopRun(home, resume_config(home, "mini"), ""), 1) if (home / "lake").exists() else None
+        row = read_iteration(home, resume_config(home, "mini").experiment, 1) if (home / "lake").exists() else None
         if row and row.get("stage") == "rollouts":
             started.append(time.monotonic())
         return False

@@ -9,10 +9,15 @@ import sys
 import time
 import urllib.request
 
+import pytest
+
+pytestmark = pytest.mark.slow  # real processes: a Prefect server, killed workers or writers
+
 SCRIPT = """
 import sys, time
 from pathlib import Path
 from aitp.services import prefect_api
+
 with prefect_api(Path(sys.argv[1])) as url:
     print(url, flush=True)
     time.sleep(600)

@@ -7,9 +7,13 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from aitp.lake import committed_shards
 from tests.loop.helpers import AITP, REPO, champion_weights, env, lake_counts
 from tests.rollouts.test_fault_tolerance import cluster  # noqa: F401  (a real scheduler and two workers)
+
+pytestmark = pytest.mark.slow  # real processes: a Prefect server, killed workers or writers
 
 
 def test_worker_killed_mid_rollouts(cluster, baseline, prefect_server, tmp_path):  # noqa: F811

@@ -9,7 +9,8 @@ import torch
 from aitp.envs.items import generate_items
 from aitp.envs.prompt import build_messages
 from aitp.policies.base import SamplingParams
-from aitp.policies.loading import PolicyLoadError, load_policy, smollm2_gguf
+from aitp.policies.loading import load_policy
+from aitp.policies.spec import PolicyLoadError, smollm2_gguf
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("gguf")

@@ -6,6 +6,7 @@ import json
 import socket
 import threading
 import time
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -89,8 +90,12 @@ def test_rollouts_through_the_server_match_local_rollouts(base_url, checkpoint):
     params = SamplingParams(max_tokens=16)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         with Client(cluster, set_as_default=False) as client:
-            remote = run_rollouts(items, {"backend": "openai", "base_url": base_url}, params, 2, client, seed=9)
-            here = one_thread(lambda: run_rollouts(items, str(checkpoint), params, 2, client, seed=9, shard_size=1))
+            remote = run_rollouts(
+                items, {"backend": "openai", "base_url": base_url}, replace(params, n=2), client, seed=9
+            )
+            here = one_thread(
+                lambda: run_rollouts(items, str(checkpoint), replace(params, n=2), client, seed=9, shard_size=1)
+            )
     assert [r["completion"] for r in remote] == [r["completion"] for r in here]
     assert [r["final_score"] for r in remote] == [r["final_score"] for r in here]
     assert remote[0]["model_version"] == checkpoint.name

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from aitp.policies.base import Completion, SamplingParams
-from aitp.policies.loading import PolicyLoadError, load_policy
+from aitp.policies.loading import load_policy
+from aitp.policies.spec import PolicyLoadError
 from aitp.policies.tiny import TinyConfig, TinyPolicy, TinyTransformer, chat_example, save_checkpoint
 from aitp.policies.tiny.sampler import PromptTooLongError, pick_tokens, sample_tokens
 from aitp.tokenizer import ByteTokenizer

@@ -61,3 +61,54 @@ def hol_server():
     if "error" in _hol:
         pytest.fail(f"HOL Light failed to load: {_hol['error']}")
     return _hol["server"]
+
+
+@pytest.fixture(scope="session")
+def coq_theorem_home(tmp_path_factory):
+    """An aitp home where the `coq-stdlib` set is extracted once per test session (it takes ~15-40 s)."""
+    from tests.proving.cases import require
+
+    require("coq")
+    from aitp.proving.theorems import load_theorem_set
+
+    home = tmp_path_factory.mktemp("coq-theorems")
+    load_theorem_set("coq-stdlib", home=home)
+    return home
+
+
+@pytest.fixture(scope="session")
+def coq_trace_lake(coq_theorem_home, tmp_path_factory):
+    """A real lake of Coq searches: Bool train theorems (explored), valid ones, a valid search written
+    with a wrong `train` label, and a train proof that was never re-checked (search with checking off)."""
+    from dataclasses import replace
+
+    from aitp.proving.coq import CoqEnv
+    from aitp.proving.learning import commit_traces, search_theorems
+    from aitp.proving.prover_models import ProverModels
+    from aitp.proving.ranked_policy import Exploration
+    from aitp.proving.search import Budget, SearchConfig, make_search
+    from aitp.proving.theorems import load_theorem_set
+
+    library = load_theorem_set("coq-stdlib", home=coq_theorem_home)
+    home = tmp_path_factory.mktemp("trace-lake")
+    bool_train = [t for t in library.split("train") if t.module == "Coq.Bool.Bool"]
+    train, unchecked = bool_train[6:30], bool_train[30:31]
+    valid = [t for t in library.split("valid") if t.module == "Coq.Bool.Bool"][:2]
+    models = ProverModels.untrained("coq", library)
+    config = SearchConfig(budget=Budget(4, 20.0, 40.0), tactics_per_goal=8, tactic_timeout=2.0)
+    with CoqEnv(tactic_timeout=2.0) as env:
+        env.set_premises(library.premise_map())
+        explore = models.policy(library, Exploration(1.0, seed=1))
+        searched = search_theorems(env, train, make_search("bestfs", config), explore, "e", 1, models.version)
+        commit_traces(home, "e", 1, searched, "train")
+        evaluated = search_theorems(env, valid, make_search("bestfs", config), models.policy(library), "e", 1)
+        commit_traces(home, "e", 1, evaluated, "valid")
+        evaluated.rows = {
+            t: [{**r, "split": "train", "iteration": 2} if "split" in r else {**r, "iteration": 2} for r in rows]
+            for t, rows in evaluated.rows.items()
+        }
+        commit_traces(home, "e", 2, evaluated, "mislabelled")
+        no_check = make_search("bestfs", replace(config, check_proofs=False))
+        unverified = search_theorems(env, unchecked, no_check, models.policy(library), "e", 2)
+        commit_traces(home, "e", 2, unverified, "unchecked")
+    return home, library, searched, evaluated, unverified

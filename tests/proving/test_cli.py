@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 
 import pytest
@@ -21,8 +22,18 @@ def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def test_prove_prints_proved_over_attempted_and_writes_traces(monkeypatch, capsys, tmp_path):
+def with_cached_theorems(home, theorem_home) -> None:
+    """Seed a fresh home with the session's extracted coq-stdlib set (extracting it per test costs 15-40 s)."""
+    from aitp.proving.theorems import theorem_set_cache
+
+    cache = theorem_set_cache("coq-stdlib", home)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(theorem_set_cache("coq-stdlib", theorem_home), cache)
+
+
+def test_prove_prints_proved_over_attempted_and_writes_traces(monkeypatch, capsys, tmp_path, coq_theorem_home):
     require("coq")
+    with_cached_theorems(tmp_path, coq_theorem_home)
     code, out, err = run_cli(
         monkeypatch,
         capsys,
@@ -59,9 +70,10 @@ def test_prove_prints_proved_over_attempted_and_writes_traces(monkeypatch, capsy
         (["--theorems", "hol-core"], "pass --backend hol-light"),
     ],
 )
-def test_bad_input_is_a_one_line_error(monkeypatch, capsys, tmp_path, args, needle):
+def test_bad_input_is_a_one_line_error(monkeypatch, capsys, tmp_path, args, needle, request):
     if "--backend" not in args or "coq" in args:
         require("coq")
+        with_cached_theorems(tmp_path, request.getfixturevalue("coq_theorem_home"))
     code, out, err = run_cli(monkeypatch, capsys, "prove", "--home", str(tmp_path), *args)
     assert code != 0
     assert needle in err and err.count("\n") == 1, err

@@ -111,12 +111,12 @@ def _raw_coq_closes(statement: str, tactic: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def coq_env(tmp_path_factory):
+def coq_env(coq_theorem_home):
     require("coq")
     from aitp.proving.coq import CoqEnv
     from aitp.proving.theorems import load_theorem_set
 
-    library = load_theorem_set("coq-stdlib", home=tmp_path_factory.mktemp("home"))
+    library = load_theorem_set("coq-stdlib", home=coq_theorem_home)
     with CoqEnv(tactic_timeout=5.0) as env:
         env.set_premises(library.premise_map())
         yield env, library

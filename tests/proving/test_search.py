@@ -80,13 +80,13 @@ COQ_EASY = [  # none of these closes by `lia` through the lemma itself (Nat.add_
 
 
 @pytest.fixture(scope="module")
-def coq_setup(tmp_path_factory):
+def coq_setup(coq_theorem_home):
     require("coq")
     from aitp.proving.backends import open_env
     from aitp.proving.policies import FixedTacticPolicy
     from aitp.proving.theorems import load_theorem_set
 
-    library = load_theorem_set("coq-stdlib", home=tmp_path_factory.mktemp("home"))
+    library = load_theorem_set("coq-stdlib", home=coq_theorem_home)
     env = open_env("coq", tactic_timeout=3.0)
     env.set_premises(library.premise_map())
     yield env, library, FixedTacticPolicy("coq", library)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from aitp.proving.env import Theorem
 from aitp.proving.errors import UnknownTheoremError
 from aitp.proving.theorems import TheoremSet, load_theorem_set, split_of
 from tests.proving.cases import require
@@ -29,14 +30,31 @@ def test_hol_core_set_is_extracted_with_human_proofs(tmp_path):
     assert [t.name for t in again.theorems] == [t.name for t in library.theorems]
 
 
-def test_coq_stdlib_set_covers_arith_lists_bool(tmp_path):
-    require("coq")
-    library = load_theorem_set("coq-stdlib", home=tmp_path)
+def test_coq_stdlib_set_covers_much_of_the_standard_library(coq_theorem_home):
+    library = load_theorem_set("coq-stdlib", home=coq_theorem_home)
     modules = {t.module.split(".")[1] for t in library.theorems}
-    assert {"Arith", "Lists", "Bool"} <= modules and len(library) > 500
+    assert {"Arith", "Lists", "Bool", "ZArith", "NArith", "PArith", "Sorting", "Logic", "QArith"} <= modules
+    sizes = {s: len(library.split(s)) for s in ("train", "valid", "test")}
+    assert sizes["valid"] >= 200 and sizes["train"] >= 3000, sizes
     app = library.get("Coq.Lists.List.app_nil_r")
     assert app.statement.startswith("forall") and app.proof
     assert library.get("List.app_nil_r") is app  # a unique suffix is enough
+    # Splits are a hash of the name alone: fixed whatever else the set holds, and what the set says.
+    assert all(split_of(t.name) == s for s in ("train", "valid", "test") for t in library.split(s))
+    assert split_of("Coq.Lists.List.app_length") == "valid" and split_of("Coq.Lists.List.app_nil_r") == "train"
+    # Premises are names before the theorem, in dependency order: arithmetic comes before lists.
+    assert "Coq.Arith.Between.bet_eq" in library.premises("Coq.Lists.List.app_nil_r")
+    assert "Coq.Lists.List.app_nil_r" not in library.premises("Coq.Arith.Between.bet_eq")
+
+
+def test_a_cached_set_of_an_older_extraction_is_extracted_again(tmp_path):
+    require("hol-light")  # the HOL Light set is extracted from its sources in a second, no prover needed
+    from aitp.proving.theorems import theorem_set_cache
+
+    stale = TheoremSet("hol-core", "hol-light", [Theorem("OLD", "T", "hol-light")], ["OLD"], version=0)
+    stale.save(theorem_set_cache("hol-core", tmp_path))
+    assert len(load_theorem_set("hol-core", home=tmp_path)) > 2000
+    assert TheoremSet.load(theorem_set_cache("hol-core", tmp_path)).version >= 1
 
 
 def test_unknown_names_are_one_line_errors(tmp_path):

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -14,6 +15,8 @@ from aitp.envs.items import generate_items
 from aitp.policies.base import SamplingParams
 from aitp.rollouts import run_rollouts
 from tests.rollouts.helpers import PYTHON, make_tiny_checkpoint, stop, subprocess_env
+
+pytestmark = pytest.mark.slow  # real processes: a Prefect server, killed workers or writers
 
 VOLATILE = ("latency_s", "worker")  # where and how fast a row was made; everything else must match
 
@@ -93,7 +96,7 @@ def test_killed_worker_costs_only_a_retry(cluster, tmp_path):
     kwargs = dict(experiment="fault", iteration=1, seed=3, shard_size=1)
 
     # The fault-free run joins the scheduler by address; it also warms both workers' model caches.
-    reference = run_rollouts(items, policy, params, 4, address, **kwargs)
+    reference = run_rollouts(items, policy, replace(params, n=4), address, **kwargs)
     assert {row["worker"] for row in reference} == {"w0", "w1"}
 
     pids = client.run(os.getpid)  # worker address -> pid
@@ -107,7 +110,7 @@ def test_killed_worker_costs_only_a_retry(cluster, tmp_path):
         killed["address"], killed["shards"] = busy[0], list(client.processing()[busy[0]])
         os.kill(pids[busy[0]], signal.SIGKILL)
 
-    faulty = run_rollouts(items, policy, params, 4, client, on_progress=kill_a_busy_worker, **kwargs)
+    faulty = run_rollouts(items, policy, replace(params, n=4), client, on_progress=kill_a_busy_worker, **kwargs)
 
     assert killed and killed["shards"], "the kill did not land while the worker held a shard"
     assert len(faulty) == len(reference) == 16 * 4

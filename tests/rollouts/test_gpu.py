@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from aitp.envs.items import generate_items
@@ -20,7 +22,7 @@ def test_rollouts_ask_for_gpus_and_match_across_cluster_sizes(tmp_path):
     params = SamplingParams(max_tokens=32)
     with dask_client(None, workers=1) as client:
         assert gpu_workers(client) == 1
-        rows = run_rollouts(items, policy, params, 4, client, shard_size=2)
+        rows = run_rollouts(items, policy, replace(params, n=4), client, shard_size=2)
     assert len(rows) == 32 and all(r["worker"] == "gpu-0" for r in rows)
-    again = run_rollouts(items, policy, params, 4, None, shard_size=2)  # a local GPU cluster of every card
+    again = run_rollouts(items, policy, replace(params, n=4), None, shard_size=2)  # a local GPU cluster of every card
     assert [r["completion"] for r in again] == [r["completion"] for r in rows]

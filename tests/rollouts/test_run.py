@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from aitp.envs.groups import score_group
 from aitp.envs.items import generate_items
 from aitp.policies.base import SamplingParams
+from aitp.policies.spec import PolicySpec
 from aitp.rollouts import group_records, run_rollouts
 from aitp.rollouts.run import NoGpuWorkersError, PolicyNotFoundError, _placement
 from aitp.tokenizer import load_token_counter
 from tests.rollouts.helpers import make_tiny_checkpoint
+
+TINY = PolicySpec(backend="tiny")
 
 ROW_FIELDS = {
     "experiment", "iteration", "item_id", "task", "config", "seed", "item_index", "split", "difficulty_level",
@@ -40,7 +45,7 @@ PARAMS = SamplingParams(temperature=1.0, max_tokens=24)
 
 def test_rows_carry_lake_fields_in_item_order(client, policy):
     items = generate_items("basic_arithmetic", 5, seed=1)
-    rows = run_rollouts(items, policy, PARAMS, 3, client, experiment="e", iteration=2, seed=1, shard_size=2)
+    rows = run_rollouts(items, policy, replace(PARAMS, n=3), client, experiment="e", iteration=2, seed=1, shard_size=2)
     assert len(rows) == 15
     assert set(rows[0]) == ROW_FIELDS
     assert [(r["item_id"], r["sample_index"]) for r in rows] == [(i.item_id, k) for i in items for k in range(3)]
@@ -55,7 +60,7 @@ def test_rows_carry_lake_fields_in_item_order(client, policy):
 
 def test_groups_match_aitp_score(client, policy):
     items = generate_items("basic_arithmetic", 3, seed=2)
-    rows = run_rollouts(items, policy, PARAMS, 2, client, seed=2)
+    rows = run_rollouts(items, policy, replace(PARAMS, n=2), client, seed=2)
     groups = group_records(items, rows)
     assert [g["item_id"] for g in groups] == [i.item_id for i in items]
     for item, group in zip(items, groups):
@@ -66,9 +71,9 @@ def test_groups_match_aitp_score(client, policy):
 
 def test_same_seed_same_rows_other_iteration_other_samples(client, policy):
     items = generate_items("basic_arithmetic", 4, seed=4)
-    first = run_rollouts(items, policy, PARAMS, 2, client, seed=4, iteration=0)
-    second = run_rollouts(items, policy, PARAMS, 2, client, seed=4, iteration=0)
-    later = run_rollouts(items, policy, PARAMS, 2, client, seed=4, iteration=1)
+    first = run_rollouts(items, policy, replace(PARAMS, n=2), client, seed=4, iteration=0)
+    second = run_rollouts(items, policy, replace(PARAMS, n=2), client, seed=4, iteration=0)
+    later = run_rollouts(items, policy, replace(PARAMS, n=2), client, seed=4, iteration=1)
     drop = ("latency_s",)
     assert [{k: v for k, v in r.items() if k not in drop} for r in first] == [
         {k: v for k, v in r.items() if k not in drop} for r in second
@@ -78,21 +83,21 @@ def test_same_seed_same_rows_other_iteration_other_samples(client, policy):
 
 def test_completions_do_not_depend_on_the_shard_cut(client, policy):
     items = generate_items("basic_arithmetic", 4, seed=5)
-    one = run_rollouts(items, policy, PARAMS, 2, client, seed=5, shard_size=1)
-    all_in_one = run_rollouts(items, policy, PARAMS, 2, client, seed=5, shard_size=4)
+    one = run_rollouts(items, policy, replace(PARAMS, n=2), client, seed=5, shard_size=1)
+    all_in_one = run_rollouts(items, policy, replace(PARAMS, n=2), client, seed=5, shard_size=4)
     assert [r["completion"] for r in one] == [r["completion"] for r in all_in_one]
     for a, b in zip(one, all_in_one):
         assert a["token_logprobs"] == pytest.approx(b["token_logprobs"], abs=1e-4)
 
 
 def test_no_items_no_cluster():
-    assert run_rollouts([], "does-not-matter", PARAMS, 2, client=None) == []
+    assert run_rollouts([], "does-not-matter", replace(PARAMS, n=2), client=None) == []
 
 
 def test_missing_policy_path_fails_before_submitting(client, tmp_path):
     items = generate_items("basic_arithmetic", 1, seed=0)
     with pytest.raises(PolicyNotFoundError, match="does not exist"):
-        run_rollouts(items, str(tmp_path / "nope"), PARAMS, 2, client)
+        run_rollouts(items, str(tmp_path / "nope"), replace(PARAMS, n=2), client)
 
 
 class _FakeClient:
@@ -104,9 +109,9 @@ class _FakeClient:
 
 
 def test_gpu_resources_only_for_local_models_on_cuda():
-    assert _placement("tiny", _FakeClient(1), None) == ("cuda", {"GPU": 1})
-    assert _placement("tiny", _FakeClient(0), None) == (None, None)
-    assert _placement("tiny", _FakeClient(2), "cpu") == ("cpu", None)
-    assert _placement({"backend": "openai", "base_url": "http://x/v1"}, _FakeClient(2), None) == (None, None)
+    assert _placement(TINY, _FakeClient(1), None) == ("cuda", {"GPU": 1})
+    assert _placement(TINY, _FakeClient(0), None) == (None, None)
+    assert _placement(TINY, _FakeClient(2), "cpu") == ("cpu", None)
+    assert _placement(PolicySpec(backend="openai", base_url="http://x/v1"), _FakeClient(2), None) == (None, None)
     with pytest.raises(NoGpuWorkersError, match="resources GPU=1"):
-        _placement("tiny", _FakeClient(0), "cuda")
+        _placement(TINY, _FakeClient(0), "cuda")

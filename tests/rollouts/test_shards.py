@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from aitp.rollouts.shards import MAX_SHARD_SIZE, cut_shards, default_shard_size, group_id, sample_seed
+from aitp.rollouts.shards import (
+    MAX_GPU_SHARD_SIZE,
+    MAX_SHARD_SIZE,
+    cut_shards,
+    default_shard_size,
+    group_id,
+    sample_seed,
+)
 
 
 def test_cut_shards_keeps_order_and_sizes():
@@ -20,6 +27,15 @@ def test_default_shard_size_depends_on_item_count_only():
     assert default_shard_size(8) == 1
     assert default_shard_size(320) == 10
     assert default_shard_size(10**6) == MAX_SHARD_SIZE
+
+
+def test_gpu_shards_follow_the_cluster_one_per_worker_unless_the_work_is_larger():
+    assert default_shard_size(80, gpu_workers=1) == 80  # the case: 80 items were 27 shards of 3
+    assert len(cut_shards(list(range(80)), default_shard_size(80, gpu_workers=2))) == 2
+    assert len(cut_shards(list(range(81)), default_shard_size(81, gpu_workers=2))) == 2  # 41 + 40
+    big = 5 * MAX_GPU_SHARD_SIZE
+    assert default_shard_size(big, gpu_workers=2) == MAX_GPU_SHARD_SIZE  # larger work: more shards than workers
+    assert default_shard_size(320, gpu_workers=0) == default_shard_size(320) == 10
 
 
 def test_sample_seed_is_stable_and_spread():

@@ -27,8 +27,8 @@ def test_sft_selects_samples_above_the_threshold_from_kept_groups(lake):
     want += [(items[4].item_id, 0), (items[4].item_id, 1)]
     assert sorted(picked) == sorted(want)
     by_item = {ex["item_id"]: ex for ex in examples}
-    assert by_item[items[1].item_id]["keep_reason"] == "uniform_above_threshold@0.7"
-    assert by_item[items[0].item_id]["keep_reason"] == "above_threshold@0.7"
+    assert by_item[items[1].item_id]["keep_reason"] == "uniform_above_threshold"
+    assert by_item[items[0].item_id]["keep_reason"] == "above_threshold"
     assert all(ex["threshold"] == 0.7 and ex["source"] == "rollout" for ex in examples)
     assert json.loads(examples[0]["prompt"])[-1]["role"] == "user"
 

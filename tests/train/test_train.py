@@ -66,7 +66,9 @@ def test_train_reads_its_examples_from_the_lake(tmp_path):
     out = train(tmp_path, "e", 0, base, TrainConfig(steps=3, batch_size=4, max_len=96))
     assert out == tmp_path / "checkpoints" / "e" / "iter-000"
     lineage = [json.loads(line) for line in (out / EXAMPLES_FILE).read_text().splitlines()]
-    assert len(lineage) == 8 and {ex["keep_reason"] for ex in lineage} == {"above_threshold@0.7"}
+    assert len(lineage) == 8 and {(ex["keep_reason"], ex["keep_threshold"]) for ex in lineage} == {
+        ("above_threshold", 0.7)
+    }
     assert all(ex["threshold"] == 0.7 and ex["sample_index"] == 0 for ex in lineage)
     assert json.loads((out / RECORD_FILE).read_text())["meta"]["base_version"]
 

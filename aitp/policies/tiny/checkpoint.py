@@ -5,16 +5,14 @@ sees half a checkpoint.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
 
+from aitp.atomic import publishing_dir
 from aitp.errors import AitpError
 from aitp.policies.tiny.model import TinyConfig, TinyTransformer
 from aitp.tokenizer import ByteTokenizer
@@ -23,7 +21,6 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 POLICY_TYPE = "tiny"
-_WHOLE_FILE_LIMIT = 64 << 20
 
 
 class CheckpointError(AitpError):
@@ -49,24 +46,12 @@ def save_checkpoint(
 ) -> Path:
     """Write model, tokenizer and JSON-able `meta` (step, metrics, ...) to directory `path`, replacing it."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+    with publishing_dir(path) as staging:
         state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
         save_file(state, str(staging / WEIGHTS_FILE))
         (tokenizer or ByteTokenizer()).save(staging / TOKENIZER_FILE)
         config = {"aitp_policy": POLICY_TYPE, "format": 1, "model": model.config.to_dict(), "meta": meta or {}}
         (staging / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True))
-        old = None
-        if path.exists():
-            old = path.with_name(f".{path.name}.old-{staging.name}")
-            path.rename(old)
-        staging.rename(path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return path
 
 
@@ -88,25 +73,3 @@ def load_checkpoint(
     tokenizer_file = path / TOKENIZER_FILE
     tokenizer = ByteTokenizer.load(tokenizer_file) if tokenizer_file.is_file() else ByteTokenizer()
     return model.to(device or "cpu").eval(), tokenizer, config.get("meta", {})
-
-
-def fingerprint(path: str | Path) -> str:
-    """A short content id of a checkpoint (directory or file): names, sizes and contents of its files.
-
-    Files over 64 MiB contribute only their first and last MiB, which keeps it fast on multi-GB
-    weights; identical copies anywhere get the same id.
-    """
-    path = Path(path)
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    digest = hashlib.sha256()
-    for f in files:
-        size = f.stat().st_size
-        digest.update(f"{f.relative_to(path) if path.is_dir() else f.name}:{size}".encode())
-        with f.open("rb") as fh:
-            if size <= _WHOLE_FILE_LIMIT:
-                digest.update(fh.read())
-                continue
-            digest.update(fh.read(1 << 20))
-            fh.seek(-(1 << 20), 2)
-            digest.update(fh.read())
-    return digest.hexdigest()[:12]

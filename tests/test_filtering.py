@@ -3,7 +3,7 @@
 import pytest
 
 from aitp.errors import BadInputError
-from aitp.filtering import decide_group, filter_rows, parse_keep_reason, summarize
+from aitp.filtering import decide_group, filter_rows, summarize
 
 
 @pytest.mark.parametrize(
@@ -21,7 +21,7 @@ def test_seed_rule_keeps_a_group_when_any_score_exceeds_the_threshold(scores, ke
     decision = decide_group(scores, 0.7)
     assert (decision.kept, decision.reason) == (kept, reason)
     assert decision.preference_signal == (kept and not reason.startswith("uniform"))
-    assert parse_keep_reason(decision.keep_reason) == (reason, 0.7)
+    assert (decision.reason, decision.threshold) == (reason, 0.7)
 
 
 def test_filter_rows_labels_every_row_of_a_group_alike():
@@ -32,11 +32,11 @@ def test_filter_rows_labels_every_row_of_a_group_alike():
     )
     out = filter_rows(rows, threshold=0.5)
     assert [r["keep_reason"] for r in out] == [
-        "above_threshold@0.5",
-        "above_threshold@0.5",
-        "uniform_above_threshold@0.5",
-        "uniform_above_threshold@0.5",
-        "uniform_below_threshold@0.5",
+        "above_threshold",
+        "above_threshold",
+        "uniform_above_threshold",
+        "uniform_above_threshold",
+        "uniform_below_threshold",
     ]
     assert [r["group_kept"] for r in out] == [True, True, True, True, False]
     assert summarize(out) == {

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from aitp.evaluate import EvalConfig, evaluate
+from aitp.evaluate import EvalConfig, EvalSetEvaluator, evaluate
 from aitp.lake import connect
+from aitp.loop.evaluation import gate
 from aitp.registry import (
     CHALLENGER,
     CHAMPION,
@@ -14,7 +15,6 @@ from aitp.registry import (
     Registry,
     RegistryError,
     decide,
-    gate,
     model_name,
     promote,
     rollback,
@@ -27,6 +27,7 @@ EXP = "gate"
 # Level 0 of basic_arithmetic ("Calculate 5 / 1."): short answers, so 150 CPU steps of demonstrations
 # take the tiny model from 0% to a few percent pass rate (and from 100% to 0% format errors).
 EVAL = EvalConfig(tasks=["basic_arithmetic"], n_per_task=100, difficulty=0, max_tokens=24, system_prompt=SYSTEM)
+EVALUATOR = EvalSetEvaluator(EVAL)
 DEMOS = TrainConfig(
     demonstrations_only=True, steps=150, batch_size=16, lr=3e-3, warmup_steps=10, max_len=128, system_prompt=SYSTEM
 )
@@ -59,19 +60,19 @@ def test_gate_accepts_a_better_challenger_refuses_a_worse_one_and_rolls_back(loo
     client = registry.client
 
     v1 = registry.register(EXP, 0, untrained)
-    first = gate(registry, EXP, 0, EVAL)
+    first = gate(registry, EXP, 0, EVALUATOR)
     assert first.promoted and first.champion is None and "first model" in first.reason
     assert registry.aliases(EXP) == {CHALLENGER: v1.version, CHAMPION: v1.version}
 
     registry.log_training(EXP, 1, trained)
     v2 = registry.register(EXP, 1, trained)
-    better = gate(registry, EXP, 1, EVAL, PromotionConfig(margin=0.01))
+    better = gate(registry, EXP, 1, EVALUATOR, PromotionConfig(margin=0.01))
     assert better.promoted, better.reason
     assert better.challenger_score > better.champion_score == 0.0  # real numbers: trained beats untrained
     assert registry.aliases(EXP) == {CHALLENGER: v2.version, CHAMPION: v2.version, PREVIOUS: v1.version}
 
     v3 = registry.register(EXP, 2, worse)
-    refused = gate(registry, EXP, 2, EVAL, PromotionConfig(margin=0.01))
+    refused = gate(registry, EXP, 2, EVALUATOR, PromotionConfig(margin=0.01))
     assert not refused.promoted and refused.challenger_score < refused.champion_score
     assert registry.aliases(EXP) == {CHALLENGER: v3.version, CHAMPION: v2.version, PREVIOUS: v1.version}
 
@@ -127,7 +128,7 @@ def test_errors_never_move_the_champion(loop, monkeypatch):
     home, registry, untrained, trained, worse = loop
     exp = "gate-errors"
     registry.register(exp, 0, untrained)
-    gate(registry, exp, 0, EVAL)
+    gate(registry, exp, 0, EVALUATOR)
     challenger = registry.register(exp, 1, trained)
     before = registry.aliases(exp)
     champion_eval = evaluate(home, exp, 0, untrained, EVAL)
@@ -151,7 +152,7 @@ def test_errors_never_move_the_champion(loop, monkeypatch):
 
     monkeypatch.setattr(registry, "set_alias", failing)
     with pytest.raises(RegistryError, match="boom"):
-        promote(registry, exp, 1, challenger.version, challenger_eval, champion_eval)
+        gate(registry, exp, 1, EVALUATOR, challenger=challenger.version)
     assert registry.aliases(exp)[CHAMPION] == before[CHAMPION]
     row = (
         connect(home)
@@ -169,4 +170,4 @@ def test_an_unreachable_registry_is_a_one_line_error(loop, monkeypatch):
         away.register("gate-away", 0, untrained)
     assert "\n" not in str(err.value) and "MLFLOW_TRACKING_URI" in str(err.value)
     with pytest.raises(RegistryError):
-        gate(away, "gate-away", 0, EVAL)
+        gate(away, "gate-away", 0, EVALUATOR)

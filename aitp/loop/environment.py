@@ -1,0 +1,101 @@
+"""What the loop engine needs of an environment: the one seam between the engine and a world.
+
+The engine (`aitp.loop.stages`, `aitp.loop.iteration`) runs the same committed stages for every
+environment: items -> act on them with the champion (in committed chunks) -> summarise what was
+kept -> select training examples -> train -> register -> evaluate -> promote. An environment says
+what an item is and how it is regenerated, how a policy acts on a chunk of items (sample a group of
+answers, or search a proof) and scores the result, which lake tables that writes, how training
+examples are selected from the lake and trained on, and how a model is evaluated on the fixed held-out set. The
+reasoning-gym environment implements it in `aitp.loop.reasoning`; a prover environment plugs in
+the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from aitp.policies.spec import PolicySpec
+
+Progress = Callable[[int, int], None]
+
+
+class Scored(Protocol):
+    """An evaluation result: one score per metric, on a named, fixed eval set, of one model."""
+
+    eval_name: str
+    model_version: str
+
+    def score(self, metric: str = "pass_rate") -> float: ...
+
+    def metrics(self) -> dict[str, float]: ...
+
+
+class Evaluator(Protocol):
+    """Runs (or finds in the lake) a model's evaluation on the environment's fixed held-out set."""
+
+    def load(self, home: Path, experiment: str, model_version: str) -> Scored | None:
+        """The model's committed evaluation on this eval set (None if it was never run)."""
+
+    def run(
+        self, home: Path, experiment: str, iteration: int, checkpoint: PolicySpec, model_version: str | None
+    ) -> Scored:
+        """Evaluate the checkpoint, commit the result to the lake, return it."""
+
+
+@dataclass(frozen=True)
+class ActSummary:
+    """What an iteration's committed acting produced: units (groups, searches), how many were kept."""
+
+    units: int
+    kept: int
+    details: dict[str, Any]
+
+    @property
+    def kept_rate(self) -> float | None:
+        return self.kept / self.units if self.units else None
+
+
+class Environment(Protocol):
+    """A world the loop learns in (see the module docstring for the stage sequence)."""
+
+    items_table: str
+    """The lake table items are committed to."""
+    acted_tables: tuple[str, ...]
+    """The lake tables one chunk of acting commits to (each chunk a shard of each)."""
+    chunk_items: int
+    """Items per committed chunk: the unit of resume."""
+    evaluator: Evaluator
+
+    def acts(self, iteration: int) -> bool:
+        """Whether the iteration acts (samples or searches) before training; False: it trains on what is there."""
+
+    def commits_items(self, iteration: int) -> bool:
+        """Whether the iteration commits items of its own."""
+
+    def items(self, iteration: int) -> Sequence[Any]:
+        """The iteration's items, regenerated from their identities (the same on every call and machine)."""
+
+    def item_rows(self, items: Sequence[Any]) -> list[dict[str, Any]]:
+        """The `items_table` rows of items."""
+
+    def act(
+        self,
+        items: Sequence[Any],
+        policy: PolicySpec,
+        iteration: int,
+        client: Any,
+        on_progress: Progress | None,
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Let the policy act on a chunk of items, score and filter the outcome: rows per acted table."""
+
+    def summarize(self, home: Path, experiment: str, iteration: int) -> ActSummary:
+        """What the iteration's committed acting produced (read back from the lake)."""
+
+    def train(self, home: Path, experiment: str, iteration: int, base: PolicySpec, out: Path) -> Path:
+        """Select the iteration's training examples from the lake and train `base` on them into `out`.
+
+        Raises `aitp.train.data.NoTrainingDataError` when the lake holds nothing to train on.
+        """

@@ -1,0 +1,143 @@
+"""The reasoning-gym environment of the loop: items are tasks' questions, acting is sampling groups.
+
+Items are regenerated from their identities (task, config, seed, index): iteration 0 takes the
+demonstration items, later iterations fresh slices of the train split (or the same ones again),
+never a question of the held-out set. Acting samples `group_size` answers per item on Dask, scores
+them with the task's verifier and applies the group filter; training selects kept samples (or
+demonstrations) from the lake with SQL; evaluation is the fixed held-out set of the loop's tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from aitp.envs.items import Item, generate_items
+from aitp.loop.config import LoopConfig
+from aitp.loop.environment import ActSummary, Progress
+from aitp.policies.spec import PolicySpec
+
+_SUMMARY_SQL = """
+    SELECT count(DISTINCT group_id), count(DISTINCT group_id) FILTER (WHERE group_kept),
+           avg(final_score), avg(CASE WHEN raw_score >= 1 THEN 1.0 ELSE 0.0 END), count(*)
+    FROM rollouts WHERE experiment = $e AND iteration = $k"""
+
+
+def lake_rollout_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rollout worker rows in the lake's `rollouts` schema."""
+    out = []
+    for row in rows:
+        row = {k: v for k, v in row.items() if k not in ("sample_seed", "experiment", "iteration")}
+        row["config_json"] = row.pop("config", None)
+        out.append(row)
+    return out
+
+
+class ReasoningEnvironment:
+    """reasoning-gym tasks as the loop's environment (see `aitp.loop.environment.Environment`)."""
+
+    items_table = "items"
+    acted_tables = ("rollouts",)
+
+    def __init__(self, config: LoopConfig) -> None:
+        from aitp.evaluate import EvalSetEvaluator
+
+        self.config = config
+        self.chunk_items = config.rollouts.chunk_items
+        self.evaluator = EvalSetEvaluator(config.eval_config())
+        # Generating thousands of items while skipping the eval questions takes seconds, and the stages
+        # of one iteration ask for them several times: keep them per iteration for this config.
+        self._items: dict[int, tuple[Item, ...]] = {}
+
+    def acts(self, iteration: int) -> bool:
+        return self.config.rolls_out(iteration)
+
+    def commits_items(self, iteration: int) -> bool:
+        return iteration == 0 or self.acts(iteration)  # a control iteration reuses iteration 0's items
+
+    def items(self, iteration: int) -> Sequence[Item]:
+        if iteration not in self._items:
+            self._items[iteration] = tuple(self._generate(iteration))
+        return self._items[iteration]
+
+    def _generate(self, iteration: int) -> list[Item]:
+        config, per_iter = self.config, self.config.rollouts.items_per_task
+        items: list[Item] = []
+        for task in config.tasks:
+            demos = config.demonstrations(task.name)
+            if iteration == 0:
+                start, n = 0, demos if demos else per_iter
+            elif config.rollouts.fresh_items:
+                start, n = demos + (iteration - 1) * per_iter, per_iter
+            else:
+                start, n = 0, per_iter
+            made = generate_items(
+                task.name, start + n, config.seed, "train", eval_size=config.eval.n_per_task, task_config=task.config
+            )
+            items += made[start : start + n]
+        return items
+
+    def item_rows(self, items: Sequence[Item]) -> list[dict[str, Any]]:
+        from aitp.evaluate import item_row
+
+        return [item_row(it) for it in items]
+
+    def act(
+        self,
+        items: Sequence[Item],
+        policy: PolicySpec,
+        iteration: int,
+        client: Any,
+        on_progress: Progress | None,
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Sample, score and filter a group per item on Dask."""
+        from aitp.filtering import filter_rows
+        from aitp.rollouts.run import run_rollouts
+
+        cfg = self.config.rollouts
+        rows = run_rollouts(
+            items,
+            policy,
+            cfg.sampling(),
+            client,
+            experiment=self.config.experiment,
+            iteration=iteration,
+            seed=self.config.seed,
+            shard_size=cfg.shard_size,
+            device=self.config.device,
+            workers=cfg.workers,
+            on_progress=on_progress,
+            system_prompt=self.config.system_prompt,
+        )
+        return {"rollouts": filter_rows(lake_rollout_rows(rows), cfg.threshold)}
+
+    def summarize(self, home: Path, experiment: str, iteration: int) -> ActSummary:
+        """Groups and kept groups of the iteration's committed rollouts, with score means."""
+        from aitp.lake import connect
+
+        con = connect(home)
+        try:
+            groups, kept, mean_score, pass_rate, samples = con.execute(
+                _SUMMARY_SQL, {"e": experiment, "k": iteration}
+            ).fetchone()
+        finally:
+            con.close()
+        details = {
+            "groups": groups or 0,
+            "kept_groups": kept or 0,
+            "mean_score": mean_score,
+            "sample_pass_rate": pass_rate,
+            "samples": samples or 0,
+            "threshold": self.config.rollouts.threshold,
+        }
+        return ActSummary(units=groups or 0, kept=kept or 0, details=details)
+
+    def train(self, home: Path, experiment: str, iteration: int, base: PolicySpec, out: Path) -> Path:
+        """Kept samples (or demonstrations) selected with SQL, then supervised or preference training."""
+        from aitp.train.data import select_examples
+        from aitp.train.run import train_on
+
+        config = self.config.train_config(iteration)
+        examples = select_examples(home, experiment, iteration, config)
+        return train_on(examples, base, config, out, {"experiment": experiment, "iteration": iteration})

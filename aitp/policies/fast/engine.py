@@ -1,0 +1,165 @@
+"""Static decode state for a fixed number of slots, and one decode step captured per batch-size bucket.
+
+Every per-row quantity lives in a preallocated tensor indexed by slot (last token, position, tokens
+generated, token limit, finished flag, the row's uniforms, its sampled tokens and log-probs), and
+one step reads and advances them in place: replaying the captured step k times samples k tokens
+per row with no host involvement. A step serves the first `b` slots, `b` a bucket (powers of two
+up to the slot count); the scheduler keeps live rows packed low so small tails replay small graphs.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from aitp.errors import AitpError
+from aitp.policies.fast.attention import attention
+from aitp.policies.fast.llama import LlamaWeights, decode
+from aitp.policies.fast.sampling import pick
+
+# Bytes of working memory per row and vocabulary entry while sampling: bf16 logits, their float32
+# copy, log-softmax, tempered probabilities in float32 and float64 and their float64 cumulative sum.
+SAMPLE_BYTES_PER_LOGIT = 40
+TOP_P_BYTES_PER_LOGIT = 32  # nucleus sampling sorts the float64 probabilities and keeps the order
+# Room kept free beside the slots: prefill of newcomers, first-token sampling, the graph pool's slack.
+RESERVE_BYTES = 3 << 30
+MEMORY_FRACTION = 0.9
+
+
+_COMPILED: dict = {}
+
+
+def compiled(fn):
+    """`fn` compiled once per process (shapes dynamic: one compile serves every bucket)."""
+    if fn not in _COMPILED:
+        _COMPILED[fn] = torch.compile(fn, dynamic=True)
+    return _COMPILED[fn]
+
+
+class GpuMemoryError(AitpError):
+    """Not even one row fits in the GPU memory that is free."""
+
+
+def buckets(slots: int) -> list[int]:
+    """Batch sizes a step is captured for: powers of two below `slots`, and `slots` itself."""
+    out, b = [], 1
+    while b < slots:
+        out.append(b)
+        b *= 2
+    return [*out, slots]
+
+
+def bytes_per_row(weights: LlamaWeights, positions: int, max_tokens: int, top_p: float = 1.0) -> int:
+    """GPU memory one slot costs: its cache, its per-token buffers and its share of sampling."""
+    per_logit = SAMPLE_BYTES_PER_LOGIT + (TOP_P_BYTES_PER_LOGIT if top_p < 1.0 else 0)
+    return weights.kv_bytes_per_row(positions) + (max_tokens + 1) * 20 + weights.vocab * per_logit
+
+
+def rows_for_memory(
+    weights: LlamaWeights, positions: int, max_tokens: int, top_p: float = 1.0, free_bytes: int | None = None
+) -> int:
+    """How many rows fit in the free GPU memory (all of `free_bytes` if given), after the reserve."""
+    if free_bytes is None:
+        free_bytes = torch.cuda.mem_get_info(weights.device)[0]
+    budget = int(free_bytes * MEMORY_FRACTION) - RESERVE_BYTES
+    rows = budget // bytes_per_row(weights, positions, max_tokens, top_p)
+    if rows < 1:
+        raise GpuMemoryError(
+            f"{free_bytes / 2**30:.1f} GiB of GPU memory is free, too little for one row of {positions} "
+            "positions: free the GPU, lower max_tokens, or run the policy on CPU"
+        )
+    return int(rows)
+
+
+class Engine:
+    """Slots, their cache and the captured decode steps of one model at one cache width."""
+
+    def __init__(
+        self,
+        weights: LlamaWeights,
+        slots: int,
+        positions: int,
+        max_tokens: int,
+        eos_ids: set[int],
+        graphs: bool,
+        fuse: bool = False,
+    ) -> None:
+        dev = weights.device
+        self.weights, self.slots, self.positions, self.max_tokens = weights, slots, positions, max_tokens
+        self.eos_ids = set(eos_ids)
+        self.eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=dev)
+        self.graphs = graphs and dev.type == "cuda"
+        # Compiling fuses the norms, rotary embedding, SwiGLU and sampling into few kernels: on CUDA
+        # a decode step is otherwise hundreds of tiny launches, each a few microseconds even replayed.
+        self.fuse = compiled if fuse and dev.type == "cuda" else (lambda fn: fn)
+        self.cache = weights.new_cache(slots, positions)
+        self.tok = torch.zeros(slots, dtype=torch.long, device=dev)
+        self.pos = torch.zeros(slots, dtype=torch.long, device=dev)
+        self.gen = torch.zeros(slots, dtype=torch.long, device=dev)
+        self.limit = torch.zeros(slots, dtype=torch.long, device=dev)
+        self.done = torch.ones(slots, dtype=torch.bool, device=dev)
+        # One spare column: a finished row still steps until the host looks, and writes there.
+        self.uniform = torch.zeros(slots, max_tokens + 1, dtype=torch.float64, device=dev)
+        self.out_tok = torch.zeros(slots, max_tokens + 1, dtype=torch.long, device=dev)
+        self.out_lp = torch.zeros(slots, max_tokens + 1, dtype=torch.float32, device=dev)
+        self.state = [self.tok, self.pos, self.gen, self.limit, self.done, self.uniform, self.out_tok, self.out_lp]
+        self.attend = attention(self.cache, weights.head_dim**-0.5)
+        self.captured: dict[tuple[int, float, float], torch.cuda.CUDAGraph] = {}
+        self.pool = None
+
+    def fits(self, positions: int, max_tokens: int, eos_ids: set[int]) -> bool:
+        """Whether this engine's cache and buffers are wide enough for a call (and it stops on the same ids)."""
+        return self.positions >= positions and self.max_tokens >= max_tokens and self.eos_ids == set(eos_ids)
+
+    def step(self, b: int, temperature: float, top_p: float) -> None:
+        """Advance the first `b` slots by one token: attend, sample at the row's uniform, record, flag."""
+        gen = self.gen[:b]
+        logits = decode(self.weights, self.cache, self.tok[:b], self.pos[:b], self.attend, self.fuse)
+        col = gen.clamp(max=self.max_tokens)[:, None]
+        tokens, logprobs = self.fuse(pick)(logits, temperature, top_p, self.uniform[:b].gather(1, col)[:, 0])
+        self.out_tok[:b].scatter_(1, col, tokens[:, None])
+        self.out_lp[:b].scatter_(1, col, logprobs[:, None])
+        self.done[:b] |= torch.isin(tokens, self.eos) | (gen + 1 >= self.limit[:b])
+        self.tok[:b] = tokens
+        self.pos[:b] = (self.pos[:b] + 1).clamp(max=self.positions - 1)
+        self.gen[:b] += 1
+
+    def run(self, b: int, steps: int, temperature: float, top_p: float) -> None:
+        """`steps` decode steps of the first `b` slots (graph replays on CUDA, eager elsewhere)."""
+        if not self.graphs:
+            for _ in range(steps):
+                self.step(b, temperature, top_p)
+            return
+        key = (b, temperature, top_p)
+        graph = self.captured.get(key) or self._capture(key)
+        for _ in range(steps):
+            graph.replay()
+
+    def capture_all(self, temperature: float, top_p: float) -> None:
+        """Capture every bucket's step for these sampling settings, largest first (one memory pool)."""
+        for b in reversed(buckets(self.slots)):
+            if self.graphs and (b, temperature, top_p) not in self.captured:
+                self._capture((b, temperature, top_p))
+
+    def _capture(self, key: tuple[int, float, float]) -> torch.cuda.CUDAGraph:
+        b, temperature, top_p = key
+        saved = [t[:b].clone() for t in self.state]
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # warm-up outside the graph: library handles, kernel choices
+            self.step(b, temperature, top_p)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            self.step(b, temperature, top_p)
+        self.pool = graph.pool()
+        for t, s in zip(self.state, saved):  # the warm-up advanced live rows; put them back
+            t[:b] = s
+        self.captured[key] = graph
+        return graph
+
+    def move(self, src: Tensor, dst: Tensor) -> None:
+        """Copy rows from slots `src` into slots `dst` (packing live rows low)."""
+        for t in self.state:
+            t[dst] = t[src]
+        self.cache[:, :, dst] = self.cache[:, :, src]

@@ -1,0 +1,118 @@
+"""The prover's learned models as one checkpoint directory: tactic ranker, premise ranker, policy settings.
+
+Layout of a checkpoint directory (assembled in a hidden sibling and renamed into place):
+- `prover_models.json`: format, backend, the ranker's and the policy's settings, training record;
+- `tactic_ranker.npy`: the tactic ranker's hashed weights;
+- `premise_ranker.pt`: the premise ranker's learned towers (its TF-IDF part comes from the library);
+- `training.json`: data counts, losses, seconds (descriptive: not part of the version).
+Its version is the content fingerprint of the directory, as for every other aitp checkpoint, so the
+same weights and settings get the same version however and wherever they were trained.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aitp.atomic import publish_json, publishing_dir
+from aitp.fingerprint import fingerprint
+from aitp.proving.candidates import CandidateGenerator
+from aitp.proving.premises import PremiseScorer
+from aitp.proving.ranked_policy import Exploration, RankedTacticPolicy
+from aitp.proving.tactic_ranker import RankerConfig, TacticRanker
+from aitp.proving.theorem_set import TheoremSet
+from aitp.train.checkpoint import CheckpointError
+
+FORMAT = "aitp-prover-models"
+MANIFEST, RANKER_FILE, PREMISE_FILE = "prover_models.json", "tactic_ranker.npy", "premise_ranker.pt"
+RECORD_FILE = "training.json"  # how it was trained: descriptive, so not part of the version
+UNTRAINED = "untrained"
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    """How the models become a tactic policy (fixed at evaluation; see `Exploration` for search on train)."""
+
+    family_cap: int = 1  # candidates kept per family (one `destruct` per goal, not per variable)
+    temperature: float = 1.0  # softmax temperature of the ranker
+    mix: float = 0.1  # share of the default order mixed into every candidate's probability
+    top_premises: int = 3  # library premises offered to premise-taking templates
+    premise_dim: int = 32
+    premise_buckets: int = 1 << 14
+
+
+@dataclass
+class ProverModels:
+    """A tactic ranker and a premise ranker for one backend, and the settings that turn them into a policy."""
+
+    backend: str
+    ranker: TacticRanker
+    premise_scorer: PremiseScorer
+    settings: PolicySettings = field(default_factory=PolicySettings)
+    version: str = UNTRAINED
+    record: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def untrained(cls, backend: str, library: TheoremSet, settings: PolicySettings | None = None) -> ProverModels:
+        """The default order and TF-IDF premises: what the loop starts from."""
+        settings = settings or PolicySettings()
+        return cls(backend, TacticRanker(), new_premise_scorer(library, settings), settings)
+
+    def policy(self, library: TheoremSet, explore: Exploration | None = None) -> RankedTacticPolicy:
+        """A tactic policy usable by any search; `explore` only for train-split search."""
+        s = self.settings
+        generator = CandidateGenerator(self.backend, library, self.premise_scorer, top_premises=s.top_premises)
+        return RankedTacticPolicy(generator, self.ranker, s.family_cap, s.temperature, s.mix, explore)
+
+    def save(self, path: str | Path) -> str:
+        """Write the checkpoint directory atomically; returns its version (content fingerprint)."""
+        manifest = {
+            "format": FORMAT,
+            "backend": self.backend,
+            "ranker": asdict(self.ranker.config),
+            "settings": asdict(self.settings),
+        }
+        with publishing_dir(path, "prover") as staging:
+            (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            np.save(staging / RANKER_FILE, self.ranker.weights)
+            self.premise_scorer.save(staging / PREMISE_FILE)
+            publish_json(staging / RECORD_FILE, self.record)
+        self.version = fingerprint(path)
+        return self.version
+
+
+def new_premise_scorer(library: TheoremSet, settings: PolicySettings) -> PremiseScorer:
+    """An untrained premise ranker (TF-IDF over the library statements) of the settings' shape."""
+    statements = {t.name: t.statement for t in library.theorems}
+    return PremiseScorer(statements, dim=settings.premise_dim, buckets=settings.premise_buckets)
+
+
+def load_prover_models(path: str | Path, library: TheoremSet) -> ProverModels:
+    """Load and validate a checkpoint written by `ProverModels.save` (or by a user's training command)."""
+    path = Path(path)
+    manifest_file = path / MANIFEST
+    if not manifest_file.is_file():
+        raise CheckpointError(f"{path} is not a prover checkpoint (no {MANIFEST}): write it with ProverModels.save")
+    try:
+        manifest = json.loads(manifest_file.read_text())
+        if manifest.get("format") != FORMAT:
+            raise ValueError(f"format is {manifest.get('format')!r}, not {FORMAT!r}")
+        config = RankerConfig(**manifest["ranker"])
+        settings = PolicySettings(**manifest["settings"])
+        weights = np.load(path / RANKER_FILE, allow_pickle=False)
+        ranker = TacticRanker(config, weights)
+        scorer = new_premise_scorer(library, settings).load(path / PREMISE_FILE)
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(f"prover checkpoint {path} is unreadable ({exc}): write it again") from exc
+    if manifest.get("backend") != library.backend:
+        raise CheckpointError(
+            f"prover checkpoint {path} is for {manifest.get('backend')}, not {library.backend}: "
+            "train it on this backend"
+        )
+    record_file = path / RECORD_FILE
+    record = json.loads(record_file.read_text()) if record_file.is_file() else {}
+    return ProverModels(library.backend, ranker, scorer, settings, fingerprint(path), record)

@@ -1,0 +1,75 @@
+"""The loop engine without Prefect: one iteration in-process, a refused unused value, the environment seam."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from aitp.configs import ConfigError, load_config
+from aitp.lake import connect, read_iteration
+from aitp.loop import Environment, LoopConfig, LoopRun, open_experiment, run_iteration
+from aitp.loop.reasoning import ReasoningEnvironment
+from tests.loop.helpers import MINI, write_config
+
+
+def test_a_yaml_value_the_loop_would_overwrite_is_refused(tmp_path):
+    for stage, key, value in (("self_train", "threshold", 0.5), ("warm_start", "seed", 7)):
+        data = copy.deepcopy(MINI)
+        data[stage][key] = value
+        path = tmp_path / f"{stage}-{key}.yaml"
+        write_config(path, **{stage: data[stage]})
+        with pytest.raises(ConfigError, match=rf"{stage}\.{key}.*is set by the loop") as err:
+            load_config(LoopConfig, path)
+        assert "\n" not in str(err.value)
+    recorded = LoopConfig.model_validate(MINI).model_dump(mode="json")
+    assert LoopConfig.model_validate(recorded).train_config(1).threshold == -1  # a recorded config reloads
+
+
+def test_the_loop_threshold_reaches_training_and_the_group_filter():
+    config = LoopConfig.model_validate(MINI)
+    assert config.train_config(1).threshold == config.rollouts.threshold == -1
+    assert config.rollouts.sampling().n == config.rollouts.group_size
+
+
+def test_unknown_tasks_and_bad_task_configs_are_refused_at_validation():
+    for task, why in (({"name": "no_such_task"}, "unknown task"), ({"name": "gcd", "config": {"bogus": 1}}, "bogus")):
+        data = copy.deepcopy(MINI)
+        data["tasks"] = [task]
+        with pytest.raises(ValueError, match=why):
+            LoopConfig.model_validate(data)
+
+
+def test_workers_with_a_scheduler_address_is_refused():
+    data = copy.deepcopy(MINI)
+    data["rollouts"] = {**data["rollouts"], "dask_address": "tcp://127.0.0.1:8786"}
+    with pytest.raises(ValueError, match="rollouts.workers"):
+        LoopConfig.model_validate(data)
+
+
+def test_the_reasoning_environment_implements_the_protocol():
+    env = ReasoningEnvironment(LoopConfig.model_validate(MINI))
+    for name in Environment.__annotations__:
+        assert hasattr(env, name), name
+    for name in ("acts", "commits_items", "items", "item_rows", "act", "summarize", "train"):
+        assert callable(getattr(env, name)), name
+    assert not env.acts(0) and env.acts(1) and env.commits_items(0)
+
+
+def test_one_iteration_runs_in_process_without_prefect(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    config = LoopConfig.model_validate(MINI)
+    run = open_experiment(tmp_path, config)
+    assert isinstance(run, LoopRun)
+    events = []
+    row = run_iteration(run, 0, on_event=lambda kind, payload: events.append(kind))
+    assert row["status"] == "done" and row["promoted"] and row["champion_version"] == "1"
+    assert read_iteration(tmp_path, "mini", 0)["model_out"] == row["model_out"]
+    assert {"stage", "iteration"} <= set(events)
+    con = connect(tmp_path)
+    try:
+        assert con.execute("SELECT count(*) FROM items WHERE split = 'train'").fetchone()[0] == 12
+    finally:
+        con.close()
+    again = run_iteration(run, 0)  # done: reused, nothing new written
+    assert again["model_out"] == row["model_out"]

@@ -1,0 +1,232 @@
+"""The fast decoder: same tokens, log-probs, stops and finish reasons as the eager sampler and transformers.
+
+CPU tests run the decoder's own logic eagerly on a tiny random Llama; the GPU tests (-m gpu) run
+the CUDA path: captured steps, flash attention over the filled positions, rows sized to memory.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aitp.policies.base import SamplingParams
+from aitp.policies.fast import FastSampler, supports
+from aitp.policies.fast.engine import GpuMemoryError, rows_for_memory
+from aitp.policies.fast.llama import LlamaWeights
+from aitp.policies.fast.sampling import pick
+from aitp.policies.hf import _HFDecoder
+from aitp.policies.tiny.sampler import pick_tokens, sample_tokens
+
+transformers = pytest.importorskip("transformers")
+
+PROMPTS = [[1, 5, 7, 9], [3, 4], [10, 11, 12, 13, 14, 15, 16], [2], [40, 41, 42]]
+EOS = {0}
+
+
+def decode(ids: list[int]) -> str:
+    return " ".join(map(str, ids))
+
+
+def tiny_llama(device: str = "cpu", dtype=torch.float32, vocab: int = 300):
+    """A 2-layer random Llama (hidden 64, 4 query heads over 2 kv heads) with sharp logits."""
+    config = transformers.LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    with torch.no_grad():  # sharper logits than the default init, so greedy choices are far from ties
+        model.lm_head.weight.mul_(20)
+    return model.to(device=device, dtype=dtype).eval()
+
+
+def eager(model, prompts, params, seeds, device="cpu"):
+    with torch.inference_mode():
+        return sample_tokens(
+            _HFDecoder(model), prompts, params, seeds, eos_ids=EOS, pad_id=0, decode=decode, max_len=256, device=device
+        )
+
+
+def fast(model, prompts, params, seeds, **kwargs):
+    with torch.inference_mode():
+        return FastSampler(model, **kwargs).sample(prompts, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
+
+
+def assert_same(reference, got, logprob_tol=1e-4):
+    assert [len(g) for g in got] == [len(r) for r in reference]
+    for ref_group, group in zip(reference, got):
+        for r, c in zip(ref_group, group):
+            assert (c.token_ids, c.text, c.finish_reason, c.extra) == (r.token_ids, r.text, r.finish_reason, r.extra)
+            assert c.completion_tokens == len(c.logprobs) and c.prompt_tokens == r.prompt_tokens
+            assert max((abs(a - b) for a, b in zip(c.logprobs, r.logprobs)), default=0) < logprob_tol
+
+
+@pytest.fixture(scope="module")
+def model():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matmuls: a second thread only waits on a busy machine
+    yield tiny_llama()
+    torch.set_num_threads(threads)
+
+
+def test_supports_llama_only(model):
+    assert supports(model)
+    assert not supports(torch.nn.Linear(2, 2))
+
+
+def test_greedy_matches_transformers_generate(model):
+    [[c]] = fast(model, [PROMPTS[2]], SamplingParams(temperature=0.0, max_tokens=24), [0])
+    ids = torch.tensor([PROMPTS[2]])
+    with torch.no_grad():
+        out = model.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=24, eos_token_id=0, pad_token_id=0
+        )
+    assert c.token_ids == out[0, ids.shape[1] :].tolist()
+
+
+@pytest.mark.parametrize("temperature,top_p", [(0.0, 1.0), (1.0, 1.0), (0.7, 0.9)])
+def test_same_completions_as_the_eager_sampler(model, temperature, top_p):
+    params = SamplingParams(n=3, temperature=temperature, top_p=top_p, max_tokens=20)
+    seeds = [1, 2, 3, 4, 5]
+    assert_same(eager(model, PROMPTS, params, seeds), fast(model, PROMPTS, params, seeds))
+
+
+@pytest.mark.parametrize("stop", [("5",), ("1 2", "99")])
+def test_stop_strings_and_finish_reasons(model, stop):
+    params = SamplingParams(n=4, temperature=1.0, max_tokens=30, stop=stop)
+    reference = eager(model, PROMPTS, params, [7, 8, 9, 10, 11])
+    got = fast(model, PROMPTS, params, [7, 8, 9, 10, 11])
+    assert_same(reference, got)
+    reasons = {(c.finish_reason, bool(c.extra)) for g in got for c in g}
+    assert ("stop", True) in reasons and len(reasons) > 1  # a stop string and another ending were exercised
+
+
+def test_end_of_sequence_ends_a_row(model):
+    with torch.inference_mode():
+        got = FastSampler(model).sample(
+            PROMPTS, SamplingParams(n=8, max_tokens=40), [3] * 5, eos_ids={7, 9}, decode=decode
+        )
+    ended = [c for g in got for c in g if c.finish_reason == "stop"]
+    assert ended and all(c.token_ids[-1] in {7, 9} and len(c.token_ids) <= 40 for c in ended)
+    assert all(t not in {7, 9} for g in got for c in g for t in c.token_ids[:-1])
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_continuous_batching_gives_each_prompt_its_batch_of_one_tokens(model, temperature):
+    params = SamplingParams(n=2, temperature=temperature, max_tokens=25, stop=("99",))
+    seeds = [11, 12, 13, 14, 15]
+    alone = [fast(model, [p], params, [s])[0] for p, s in zip(PROMPTS, seeds)]
+    streamed = fast(model, PROMPTS, params, seeds, max_slots=3)  # 10 rows through 3 slots
+    assert_same(alone, streamed)
+
+
+def test_seeds_reproduce_and_differ(model):
+    params = SamplingParams(n=2, temperature=1.0, max_tokens=16)
+    first = fast(model, PROMPTS[:2], params, [5, 6])
+    assert [c.token_ids for g in first for c in g] == [
+        c.token_ids for g in fast(model, PROMPTS[:2], params, [5, 6]) for c in g
+    ]
+    other = fast(model, PROMPTS[:2], params, [7, 8])
+    assert [c.token_ids for g in first for c in g] != [c.token_ids for g in other for c in g]
+
+
+def test_zero_max_tokens_gives_empty_completions(model):
+    [[c]] = fast(model, [PROMPTS[0]], SamplingParams(max_tokens=0), [0])
+    assert c.token_ids == [] and c.finish_reason == "length"
+
+
+def test_two_level_inversion_picks_the_flat_inversions_token():
+    torch.manual_seed(0)
+    logits = torch.randn(500, 1000) * 3
+    u = torch.rand(500, dtype=torch.float64)
+    tokens, logprobs = pick(logits, 0.8, 1.0, u)
+    ref_tokens, ref_logprobs = pick_tokens(logits, 0.8, 1.0, u)
+    assert torch.equal(tokens, ref_tokens) and torch.allclose(logprobs, ref_logprobs, atol=1e-5)
+
+
+def test_rows_for_memory_grow_with_free_memory_and_refuse_none(model):
+    weights = LlamaWeights(model)
+    few = rows_for_memory(weights, 256, 128, free_bytes=4 << 30)
+    many = rows_for_memory(weights, 256, 128, free_bytes=40 << 30)
+    assert 0 < few < many
+    assert rows_for_memory(weights, 512, 128, free_bytes=40 << 30) < many  # a wider cache holds fewer rows
+    with pytest.raises(GpuMemoryError, match="free the GPU"):
+        rows_for_memory(weights, 256, 128, free_bytes=1 << 30)
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.gpu
+@cuda
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_cuda_graphs_match_the_eager_sampler_in_float32(temperature):
+    gpu = tiny_llama("cuda")
+    params = SamplingParams(n=3, temperature=temperature, max_tokens=30, stop=("5 ",))
+    seeds = [1, 2, 3, 4, 5]
+    reference = eager(gpu, PROMPTS, params, seeds, device="cuda")
+    for slots in (None, 4):  # all rows at once; streamed through 4 slots (refills, packing, small buckets)
+        sampler = FastSampler(gpu, max_slots=slots)
+        with torch.inference_mode():
+            got = sampler.sample(PROMPTS, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
+        assert sampler.engine.graphs and sampler.engine.captured
+        assert_same(reference, got)
+
+
+@pytest.mark.gpu
+@cuda
+def test_triton_attention_matches_masked_sdpa():
+    from aitp.policies.fast.attention import attention, masked_attention
+
+    torch.manual_seed(0)
+    cache = torch.randn(3, 2, 70, 300, 3, 64, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(64, 9, 64, device="cuda", dtype=torch.bfloat16)
+    lengths = torch.randint(1, 301, (64,), device="cuda")
+    lengths[:3] = torch.tensor([1, 64, 300])
+    fast_attend, reference = attention(cache, 0.125), masked_attention(cache.float(), 0.125)
+    assert fast_attend.__qualname__.startswith("_triton")
+    got, want = fast_attend(1, q, lengths), reference(1, q.float(), lengths)
+    assert torch.allclose(got.float(), want, atol=2e-2), (got.float() - want).abs().max()
+
+
+@pytest.mark.gpu
+@cuda
+def test_bfloat16_path_follows_the_model():
+    gpu = tiny_llama("cuda", torch.bfloat16)
+    got = fast(gpu, PROMPTS, SamplingParams(n=2, temperature=1.0, max_tokens=40), [1, 2, 3, 4, 5])
+    reference = gpu.float()
+    for prompt, group in zip(PROMPTS, got):
+        for c in group:  # teacher-force the sampled tokens through the float32 model: same log-probs
+            ids = torch.tensor([prompt + c.token_ids], device="cuda")
+            with torch.no_grad():
+                logp = torch.log_softmax(reference(ids).logits[0, len(prompt) - 1 : -1].float(), -1)
+            expected = logp.gather(-1, ids[0, len(prompt) :, None])[:, 0]
+            assert torch.allclose(torch.tensor(c.logprobs, device="cuda"), expected, atol=0.1)
+
+
+@pytest.mark.gpu
+@cuda
+def test_rows_are_sized_to_free_gpu_memory():
+    gpu = tiny_llama("cuda", vocab=49152)  # ~2 MiB of sampling buffers per row
+    params = SamplingParams(n=64, temperature=0.0, max_tokens=24)
+    prompts, seeds = PROMPTS * 2, list(range(10))  # 640 rows
+    unconstrained = fast(gpu, prompts, params, seeds)
+    free = torch.cuda.mem_get_info()[0]
+    blocker = torch.empty(free - (4 << 30), dtype=torch.uint8, device="cuda")  # leave 4 GiB free
+    try:
+        sampler = FastSampler(gpu)
+        torch.cuda.empty_cache()  # as the sampler does before it sizes its slots
+        with torch.inference_mode():
+            expected = rows_for_memory(sampler.weights, 7 + 24, 24)
+            got = sampler.sample(prompts, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
+        peak = torch.cuda.max_memory_allocated()
+    finally:
+        del blocker
+    assert 0.95 * expected <= sampler.engine.slots <= expected < 640  # memory, not the work, bounded the slots
+    assert peak < torch.cuda.get_device_properties(0).total_memory
+    assert_same(unconstrained, got)

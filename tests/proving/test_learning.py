@@ -1,0 +1,42 @@
+"""Iteration stages: train slices of the train split only, and promotion only on a strict paired gain."""
+
+from __future__ import annotations
+
+from aitp.proving.env import Theorem
+from aitp.proving.learning import decide_promotion, paired_proof_gain, train_slice
+from aitp.proving.theorem_set import TheoremSet, split_of
+
+LIBRARY = TheoremSet("s", "coq", [Theorem(f"T{i}", "True", "coq") for i in range(200)], [f"T{i}" for i in range(200)])
+
+
+def test_train_slices_are_fixed_disjoint_and_train_only():
+    first, second = train_slice(LIBRARY, 0, 20), train_slice(LIBRARY, 1, 20)
+    assert [t.name for t in first] == [t.name for t in train_slice(LIBRARY, 0, 20)]
+    assert not {t.name for t in first} & {t.name for t in second}
+    assert all(split_of(t.name) == "train" for t in first + second)
+    n_train = len(LIBRARY.split("train"))
+    assert len({t.name for i in range(n_train // 20 + 1) for t in train_slice(LIBRARY, i, 20)}) == n_train
+
+
+def test_promotion_needs_a_strict_gain_on_the_same_theorems():
+    champion = {f"T{i}": i < 10 for i in range(100)}
+    same = dict(champion)
+    better = {f"T{i}": i < 30 for i in range(100)}
+    assert not decide_promotion(champion, same).promote
+    decision = decide_promotion(champion, better)
+    assert decision.promote and decision.gain.gain == 0.2 and decision.gain.low > 0
+    worse_elsewhere = {**better, "T0": False}
+    assert paired_proof_gain(champion, worse_elsewhere).gain < decision.gain.gain
+
+
+def test_training_on_nothing_is_a_typed_error():
+    import pytest
+
+    from aitp.proving.prover_training import train_prover_models
+    from aitp.proving.training_data import TrainingData
+    from aitp.train.data import NoTrainingDataError
+
+    empty = TrainingData([], [], [], [])
+    with pytest.raises(NoTrainingDataError, match="no re-checked proof"):
+        train_prover_models(empty, LIBRARY)
+    assert not train_prover_models(empty, LIBRARY, learn=False).ranker.trained

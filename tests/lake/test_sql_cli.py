@@ -8,6 +8,7 @@ import duckdb
 import pytest
 
 from aitp.errors import BadInputError
+from aitp.home import MissingHomeError
 from aitp.lake import CURATED_VIEWS, TABLES, connect, write_partition
 from aitp.lake.errors import QueryError, ReadOnlyQueryError
 from tests.lake.helpers import cli, cli_subprocess, rollout_rows
@@ -150,5 +151,7 @@ def test_unknown_table_names_the_fix(home):
 def test_a_missing_home_is_refused_not_shown_as_an_empty_lake(tmp_path, args):
     missing = tmp_path / "no-such-home"
     result = cli(*args, "--home", str(missing))
-    assert isinstance(result.exception, BadInputError) and f"no aitp home at {missing}" in str(result.exception)
+    assert isinstance(result.exception, MissingHomeError) and f"aitp home {missing} does not exist" in str(
+        result.exception
+    )
     assert not missing.exists()

@@ -79,7 +79,7 @@ def sql_command(
 ) -> None:
     """Query the lake read-only with DuckDB: one view per table plus curated views."""
     from aitp.lake.sql_guard import read_only_statements, run_read_only
-    from aitp.lake.views import connect, describe
+    from aitp.lake.views import connect, describe, explain_read_error
 
     if output_format not in SQL_FORMATS:
         raise BadInputError(f"unknown --format '{output_format}': use {', '.join(SQL_FORMATS)}")
@@ -100,7 +100,7 @@ def sql_command(
         else:
             printer(["name", "kind", "column", "type"], _listing(described), sys.stdout)
         return
-    for n, (columns, rows) in enumerate(run_read_only(con, query)):
+    for n, (columns, rows) in enumerate(run_read_only(con, query, explain_read=lambda e: explain_read_error(home, e))):
         if n:
             sys.stdout.write("\n")
         printer(columns, rows, sys.stdout)
@@ -158,28 +158,35 @@ def rescore_command(
 @lake_app.command("check")
 def check_command(
     repair: bool = typer.Option(False, "--repair", help="Move every problem file to the quarantine."),
-    deep: bool = typer.Option(False, "--deep", help="Read every row group, not only the footers."),
+    deep: bool = typer.Option(False, "--deep", help="Also decode every row group, not only verify checksums."),
     grace_seconds: float = typer.Option(600.0, "--grace-seconds", help="Ignore unlisted files younger than this."),
     home: str | None = typer.Option(None, "--home", help=HOME_HELP),
 ) -> None:
-    """Report corrupt, missing, orphan and half-written files of the lake (exit 1 if any remain)."""
-    from aitp.lake.check import QUARANTINE_DIR, check_lake
+    """Verify committed files against their checksums; report corrupt, missing, orphan and half-written ones."""
+    from aitp.lake.check import QUARANTINE_DIR, check_report
     from aitp.lake.storage import open_lake
 
     require_home(home)
     if grace_seconds < 0:
         raise BadInputError(f"--grace-seconds must be zero or more, got {grace_seconds}")
-    problems = check_lake(home, repair=repair, deep=deep, grace_s=grace_seconds)
-    for p in problems:
+    report = check_report(home, repair=repair, deep=deep, grace_s=grace_seconds)
+    for p in report.problems:
         print(f"{p.kind}\t{p.path}\t{p.detail}" + ("\t-> quarantined" if p.repaired else ""))
-    if not problems:
-        print("lake ok")
+    checked = f"{report.verified} file(s) verified by checksum"
+    if report.unverified:
+        checked += f", {report.unverified} unverified (committed before checksums: footer read only)"
+    if not report.problems:
+        print(f"lake ok ({checked})")
         return
     if repair:
         lake = open_lake(home)
-        print(f"moved {len(problems)} problem(s) under {lake.show(lake.path(QUARANTINE_DIR))}; nothing deleted")
+        print(f"moved {len(report.problems)} problem(s) under {lake.show(lake.path(QUARANTINE_DIR))}; nothing deleted")
+        for experiment, iteration in report.marked:
+            print(
+                f"iteration {iteration} of '{experiment}' marked repaired: `aitp run --resume {experiment}` redoes it"
+            )
         return
-    print(f"{len(problems)} problem(s): run `aitp lake check --repair` to quarantine them", file=sys.stderr)
+    print(f"{len(report.problems)} problem(s): run `aitp lake check --repair` to quarantine them", file=sys.stderr)
     raise typer.Exit(1)
 
 

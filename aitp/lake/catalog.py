@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aitp.lake.errors import LakeError, UnknownPartitionError
+from aitp.lake.integrity import Checksum
 from aitp.lake.schemas import schema_of
 from aitp.lake.storage import Lake, open_lake
 
 MANIFEST_FORMAT = 1
 COMMITS_DIR = "_commits"
+# One copy of every manifest outside its partition, so a partition directory that disappears is noticed.
+INDEX_DIR = "_index"
 _EXPERIMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _SHARD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
@@ -59,6 +62,11 @@ def manifest_path(partition: str, shard: str) -> str:
     return f"{partition}/{COMMITS_DIR}/{shard}.json"
 
 
+def index_path(lake: Lake, table: str, experiment: str, iteration: int, shard: str) -> str:
+    """Where the index keeps its copy of a shard's manifest (outside the partition directory)."""
+    return lake.path(INDEX_DIR, table, f"experiment={experiment}", f"iteration={iteration}", f"{shard}.json")
+
+
 @dataclass(frozen=True)
 class Commit:
     """One committed shard of a partition: its files (full paths) and row count."""
@@ -74,6 +82,8 @@ class Commit:
     # files of earlier commits of this shard -> when they stopped being current (epoch seconds);
     # kept a while so a reader that listed them before this commit can still open them
     superseded: dict[str, float] = field(default_factory=dict)
+    # file (full path) -> its size and digest when written; empty in manifests older than checksums
+    checksums: dict[str, Checksum] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """The manifest: file names relative to the partition directory."""
@@ -88,6 +98,7 @@ class Commit:
             "rows": self.rows,
             "committed_at": self.committed_at,
             "superseded": {p.rsplit("/", 1)[1]: t for p, t in self.superseded.items()},
+            "checksums": {p.rsplit("/", 1)[1]: c.to_json() for p, c in self.checksums.items()},
         }
 
 
@@ -110,6 +121,7 @@ def parse_manifest(text: str, partition: str) -> Commit:
         rows=int(data["rows"]),
         committed_at=str(data.get("committed_at", "")),
         superseded={f"{partition}/{n}": t for n, t in superseded.items()},
+        checksums={f"{partition}/{n}": Checksum.from_json(c) for n, c in data.get("checksums", {}).items()},
     )
 
 
@@ -195,3 +207,31 @@ def require_partition(home: Home, table: str, experiment: str, iteration: int | 
             f"unknown iteration {iteration} of experiment '{experiment}' in {where}; known: {known}"
         )
     return picked
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """A shard the index says was committed, and where that record lives."""
+
+    table: str
+    experiment: str
+    iteration: int
+    shard: str
+    path: str
+
+
+def index_entries(home: Home) -> list[IndexEntry]:
+    """Every shard the lake's index records as committed, in order."""
+    lake = as_lake(home)
+    base = lake.path(INDEX_DIR)
+    found = []
+    for info in lake.walk_files(base):
+        parts = info.path[len(base) + 1 :].split("/")
+        if len(parts) != 4 or not parts[3].endswith(".json") or parts[3].startswith("."):
+            continue
+        table, exp, it, name = parts
+        if exp.startswith("experiment=") and it.startswith("iteration=") and it[len("iteration=") :].isdigit():
+            found.append(
+                IndexEntry(table, exp[len("experiment=") :], int(it[len("iteration=") :]), name[:-5], info.path)
+            )
+    return sorted(found, key=lambda e: (e.table, e.experiment, e.iteration, e.shard))

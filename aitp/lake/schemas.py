@@ -108,9 +108,10 @@ SCHEMAS: dict[str, pa.Schema] = {
         col("flow_run_name", pa.string(), "Prefect flow run name, <experiment>-iter-<k>"),
         col("code_version", pa.string(), "aitp version plus git commit the iteration ran"),
         col("stage", pa.string(), "last stage committed: items, rollouts, train, eval, promote"),
-        col("status", pa.string(), "running, done, failed"),
+        col("status", pa.string(), "running, done, failed; repaired: a repair removed shards the loop must redo"),
         col("started_at", TIMESTAMP, "iteration start (UTC)"),
         col("finished_at", TIMESTAMP, "iteration end (UTC)"),
+        col("repaired_shards", pa.list_(pa.string()), "shards (<table>/<shard>) `aitp lake check --repair` removed"),
     ),
     "proof_nodes": _table(
         col("theorem_id", pa.string(), "theorem searched", key=True),

@@ -8,7 +8,7 @@ and the connection they then run on has external access off and its configuratio
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import duckdb
 
@@ -90,36 +90,66 @@ def read_only_statements(sql: str) -> list[str]:
     return [s.query for s in statements]
 
 
+# Given a read error, a message naming the file at fault and the fix (None: no file found at fault).
+ReadErrorExplainer = Callable[[Exception], str | None]
+
+
 def run_read_only(
-    con: duckdb.DuckDBPyConnection, sql: str, batch: int = 10_000
+    con: duckdb.DuckDBPyConnection, sql: str, batch: int = 10_000, explain_read: ReadErrorExplainer | None = None
 ) -> Iterator[tuple[list[str], Iterator[tuple]]]:
     """Check every statement first, then run each, yielding (column names, row batches iterator)."""
     for text in read_only_statements(sql):
         try:
             cursor = con.execute(text)
         except duckdb.Error as exc:
-            raise QueryError(_explain_error(exc)) from exc
+            raise QueryError(_explain_error(exc, explain_read)) from exc
         columns = [d[0] for d in cursor.description or []]
-        yield columns, _rows(cursor, batch)
+        yield columns, _rows(cursor, batch, explain_read)
 
 
-def _rows(cursor: duckdb.DuckDBPyConnection, batch: int) -> Iterator[tuple]:
+def _rows(cursor: duckdb.DuckDBPyConnection, batch: int, explain_read: ReadErrorExplainer | None) -> Iterator[tuple]:
     while True:
         try:
             chunk = cursor.fetchmany(batch)
         except duckdb.Error as exc:
-            raise QueryError(_explain_error(exc)) from exc
+            raise QueryError(_explain_error(exc, explain_read)) from exc
         if not chunk:
             return
         yield from chunk
 
 
-def _explain_error(exc: duckdb.Error) -> str:
+# Errors of the query itself (its text, names, types or values): no file is at fault.
+_QUERY_FAULTS = tuple(
+    getattr(duckdb, name)
+    for name in (
+        "ParserException",
+        "SyntaxException",
+        "BinderException",
+        "ConversionException",
+        "OutOfRangeException",
+        "NotImplementedException",
+        "TypeMismatchException",
+        "InterruptException",
+        "OutOfMemoryException",
+    )
+    if hasattr(duckdb, name)
+)
+
+
+def _explain_error(exc: duckdb.Error, explain_read: ReadErrorExplainer | None = None) -> str:
     first = _one_line(str(exc).split("\n")[0] if "\n" in str(exc) else exc)
     if isinstance(exc, duckdb.CatalogException):
         return f"{first}: run `aitp sql` with no query to list the tables and views"
     if isinstance(exc, duckdb.PermissionException):
         return f"{first}: `aitp sql` reads only the lake's committed files"
+    if "aitp lake check" in str(exc):  # an unreadable table's view already names the file and the fix
+        return _one_line(exc)
+    if isinstance(exc, _QUERY_FAULTS):
+        return _one_line(exc)
+    # a read that failed mid-file (DuckDB's decoders often say nothing of which file): find it
+    named = explain_read(exc) if explain_read is not None else None
+    if named is not None:
+        return named
     if isinstance(exc, (duckdb.IOException, duckdb.InvalidInputException)):
         return f"{_one_line(exc)}: run `aitp lake check` (and `--repair` to quarantine bad files)"
     return _one_line(exc)

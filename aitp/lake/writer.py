@@ -18,11 +18,13 @@ from aitp.lake.catalog import (
     check_experiment,
     check_iteration,
     check_shard,
+    index_path,
     manifest_path,
     partition_dir,
     read_commit,
 )
 from aitp.lake.errors import SchemaError
+from aitp.lake.integrity import Checksum, HashingSink
 from aitp.lake.schemas import PARTITION_COLUMNS, conform, file_schema, rows_to_table, schema_of
 from aitp.lake.storage import Lake
 
@@ -60,10 +62,12 @@ def _strip_partition(table: str, data: pa.Table, experiment: str, iteration: int
     return data.select([f.name for f in file_schema(table)])
 
 
-def _write_parquet(lake: Lake, path: str, data: pa.Table, table: str) -> None:
+def _write_parquet(lake: Lake, path: str, data: pa.Table, table: str) -> Checksum:
+    """Write the file and return its checksum, digested on the way out (no second read)."""
     schema = data.schema.with_metadata({"aitp.table": table})
     rows = row_group_rows(data)
-    with lake.fs.open_output_stream(path) as sink:
+    with lake.fs.open_output_stream(path) as out:
+        sink = HashingSink(out)
         with pq.ParquetWriter(sink, schema, compression="zstd", write_statistics=True) as writer:
             if data.num_rows == 0:
                 writer.write_table(data.cast(schema))
@@ -71,6 +75,7 @@ def _write_parquet(lake: Lake, path: str, data: pa.Table, table: str) -> None:
                 writer.write_table(data.slice(start, rows).cast(schema), row_group_size=rows)
                 _step("writing")
     lake.sync(path)
+    return sink.checksum()
 
 
 def write_partition(
@@ -94,7 +99,7 @@ def write_partition(
     name = f"{shard}.{commit_id}.parquet"
     staging = lake.path(STAGING_DIR, commit_id)
     lake.makedirs(staging)
-    _write_parquet(lake, f"{staging}/{name}", data, table)
+    checksum = _write_parquet(lake, f"{staging}/{name}", data, table)
     _step("staged")
 
     pdir = partition_dir(lake, table, experiment, iteration)
@@ -117,9 +122,15 @@ def write_partition(
         rows=data.num_rows,
         committed_at=datetime.now(UTC).isoformat(),
         superseded={p: since for p, since in superseded.items() if p not in expired},
+        checksums={f"{pdir}/{name}": checksum},
     )
     lake.write_json_atomic(manifest_path(pdir, shard), commit.to_json())
     _step("committed")
+    # after the commit: a writer killed before this line leaves a shard the index lacks, which only
+    # costs the check its view of that shard should the partition directory later vanish
+    index = index_path(lake, table, experiment, iteration, shard)
+    lake.makedirs(index.rsplit("/", 1)[0])
+    lake.write_json_atomic(index, commit.to_json())
 
     for path in expired:
         if lake.exists(path):

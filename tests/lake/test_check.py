@@ -3,6 +3,7 @@
 import json
 import os
 
+import duckdb
 import pytest
 
 from aitp.lake import TABLES, check_lake, connect, is_committed, write_partition
@@ -43,7 +44,7 @@ def test_corrupt_file_is_reported_then_quarantined_and_the_table_reads_again(tmp
     assert str(moved[0]).endswith("rollouts/experiment=e/iteration=0/" + bad.rsplit("/", 1)[1])
     (reasons,) = (home / "lake/_quarantine").rglob("QUARANTINE.json")
     assert json.loads(reasons.read_text())[0]["path"] == bad
-    assert cli("lake", "check", "--home", str(home)).stdout == "lake ok\n"
+    assert cli("lake", "check", "--home", str(home)).stdout == "lake ok (2 file(s) verified by checksum)\n"
 
 
 def test_deep_check_reads_every_row_group(tmp_path):
@@ -61,8 +62,11 @@ def test_missing_file_and_bad_manifest(tmp_path):
     manifest.write_text("{not json")
     found = {(p.kind, p.path.rsplit("/", 1)[1]) for p in check_lake(home)}
     assert found == {("missing", bad.rsplit("/", 1)[1]), ("bad-manifest", "0.json")}
-    with pytest.warns(UserWarning, match="unreadable manifest"), pytest.raises(QueryError, match="lake check"):
-        connect(home)
+    with pytest.warns(UserWarning, match="unreadable manifest"):
+        con = connect(home)
+    with pytest.raises(duckdb.InvalidInputException, match=f"{bad} absent: run `aitp lake check --repair`"):
+        con.execute("SELECT count(*) FROM rollouts").fetchall()
+    assert con.execute("SELECT count(*) FROM evals").fetchone() == (0,)  # other tables still read
     assert all(p.repaired for p in check_lake(home, repair=True))
     assert check_lake(home) == []
     assert connect(home).execute("SELECT count(*) FROM rollouts").fetchone() == (4,)

@@ -8,6 +8,7 @@ import duckdb
 import pytest
 
 from aitp.errors import BadInputError
+from aitp.home import MissingHomeError
 from aitp.lake import CURATED_VIEWS, TABLES, connect, write_partition
 from aitp.lake.errors import QueryError, ReadOnlyQueryError
 from tests.lake.helpers import cli, cli_subprocess, rollout_rows
@@ -141,3 +142,16 @@ def test_real_process_prints_one_line_and_exits_2(home):
 def test_unknown_table_names_the_fix(home):
     result = cli("sql", "--home", str(home), "SELECT * FROM rollout")
     assert str(result.exception).endswith("run `aitp sql` with no query to list the tables and views")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["sql", "SELECT 1"], ["lake", "check"], ["lake", "ls"], ["lake", "vacuum"], ["export", "--experiment", "e"]],
+)
+def test_a_missing_home_is_refused_not_shown_as_an_empty_lake(tmp_path, args):
+    missing = tmp_path / "no-such-home"
+    result = cli(*args, "--home", str(missing))
+    assert isinstance(result.exception, MissingHomeError) and f"aitp home {missing} does not exist" in str(
+        result.exception
+    )
+    assert not missing.exists()

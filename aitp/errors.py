@@ -11,3 +11,7 @@ class UnknownTaskError(AitpError):
 
 class BadInputError(AitpError):
     """Malformed user input: a JSONL line, a field, a flag value."""
+
+
+class CheckpointError(AitpError):
+    """A checkpoint directory that is missing or incomplete."""

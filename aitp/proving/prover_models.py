@@ -19,16 +19,16 @@ from typing import Any
 import numpy as np
 
 from aitp.atomic import publish_json, publishing_dir
+from aitp.errors import CheckpointError
 from aitp.fingerprint import fingerprint
 from aitp.proving.candidates import CandidateGenerator
 from aitp.proving.premises import PremiseScorer
 from aitp.proving.ranked_policy import Exploration, RankedTacticPolicy
 from aitp.proving.tactic_ranker import RankerConfig, TacticRanker
 from aitp.proving.theorem_set import TheoremSet
-from aitp.train.checkpoint import PROVER_MANIFEST, CheckpointError
 
 FORMAT = "aitp-prover-models"
-MANIFEST, RANKER_FILE, PREMISE_FILE = PROVER_MANIFEST, "tactic_ranker.npy", "premise_ranker.pt"
+MANIFEST, RANKER_FILE, PREMISE_FILE = "prover_models.json", "tactic_ranker.npy", "premise_ranker.pt"
 RECORD_FILE = "training.json"  # how it was trained: descriptive, so not part of the version
 UNTRAINED = "untrained"
 

@@ -18,17 +18,12 @@ from typing import Any
 
 import torch
 
-from aitp.errors import AitpError
+from aitp.errors import CheckpointError
 
 ZERO_DIR = "zero"
 RECORD_FILE = "training.json"
 EXAMPLES_FILE = "examples.jsonl"
-PROVER_MANIFEST = "prover_models.json"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
-
-
-class CheckpointError(AitpError):
-    """A checkpoint directory that is missing or incomplete."""
 
 
 def checkpoint_dir(home: str | Path, experiment: str, iteration: int) -> Path:
@@ -66,9 +61,10 @@ def verify_checkpoint(path: str | Path) -> str:
     path = Path(path)
     if not path.is_dir():
         raise CheckpointError(f"checkpoint {path} does not exist: train it first (aitp train) or pass another path")
-    if (path / PROVER_MANIFEST).is_file():  # the prover's models (aitp.proving.prover_models)
-        from aitp.proving.prover_models import verify_prover_checkpoint
+    from aitp.proving.prover_models import MANIFEST as PROVER_MANIFEST
+    from aitp.proving.prover_models import verify_prover_checkpoint
 
+    if (path / PROVER_MANIFEST).is_file():  # the prover's models
         return verify_prover_checkpoint(path)
     config_file = path / "config.json"
     if not config_file.is_file():

@@ -45,12 +45,13 @@ class RolloutContext:
     """None: the environment's system prompt."""
 
 
-def spec_key(spec: PolicySpec, device: str | None) -> str:
+def spec_key(spec: PolicySpec | str | dict[str, Any], device: str | None) -> str:
     """The per-process cache key: the spec, the device, and the identity of the checkpoint on disk.
 
     Checkpoints are replaced by renaming a new directory into place, so the path's inode and mtime
     tell a retrained checkpoint at the same path from the cached one.
     """
+    spec = PolicySpec.parse(spec)
     path = spec.local_path() if spec.path else None
     stamp = None
     if path:
@@ -72,7 +73,7 @@ def _in_dask_worker() -> bool:
         return False
 
 
-def load_cached_policy(spec: PolicySpec, device: str | None = None) -> Policy:
+def load_cached_policy(spec: PolicySpec | str | dict[str, Any], device: str | None = None) -> Policy:
     """The policy of `spec`, loaded at most once per process (the last few are kept, oldest evicted)."""
     key = spec_key(spec, device)
     with _LOCK:

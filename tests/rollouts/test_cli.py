@@ -93,10 +93,11 @@ def test_policy_option_errors_name_the_fix(policy, needle):
 
 def test_policy_option_forms(tmp_path):
     from aitp.cli.rollout import policy_spec
+    from aitp.policies.spec import PolicySpec
 
-    assert policy_spec("tiny") == "tiny"
-    assert policy_spec(str(tmp_path)) == str(tmp_path)
-    assert policy_spec(f"hf:{tmp_path}") == f"hf:{tmp_path}"
+    assert policy_spec("tiny") == PolicySpec(backend="tiny")
+    assert policy_spec(str(tmp_path)) == PolicySpec(path=str(tmp_path))
+    assert policy_spec(f"hf:{tmp_path}") == PolicySpec(backend="hf", path=str(tmp_path))
     spec = policy_spec("openai", base_url="http://h:1/v1", model="m", endpoint="completions")
-    assert spec["backend"] == "openai" and spec["model"] == "m" and spec["endpoint"] == "completions"
-    assert policy_spec("openai:http://h:1/v1")["base_url"] == "http://h:1/v1"
+    assert spec.backend == "openai" and spec.model == "m" and spec.endpoint == "completions"
+    assert policy_spec("openai:http://h:1/v1").base_url == "http://h:1/v1"

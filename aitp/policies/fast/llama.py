@@ -132,15 +132,15 @@ def prefill(w: LlamaWeights, cache: Tensor, ids: Tensor, lengths: Tensor, slots:
     n, width = ids.shape
     x = F.embedding(ids, w.embed)
     cos, sin = w.cos[:width, None], w.sin[:width, None]
-    keys = torch.arange(width, device=ids.device)
-    # Causal within each prompt, and never onto its padding; padded queries see real keys only.
-    mask = (keys[None, :] <= keys[:, None])[None] & (keys[None, None, :] < lengths[:, None, None])
+    # Prompts are right-padded, so a causal mask alone keeps every real query off the padding: the
+    # padded queries' outputs and their cache entries are never read (decoding starts at each
+    # prompt's length and overwrites from there). Without an explicit mask SDPA can use flash attention.
     for i, layer in enumerate(w.layers):
         q, k, v = attention_in(x, layer.ln_attn, layer.wqkv, layer.bqkv, cos, sin, w.eps, w.n_heads)
         cache[i, 0, slots, :width] = k[source]
         cache[i, 1, slots, :width] = v[source]
         out = F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask[:, None], enable_gqa=True
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True
         )
         x = attention_out(
             x, out.transpose(1, 2), layer.wo, layer.bo, layer.ln_mlp, layer.w_gate_up, layer.w_down, w.eps

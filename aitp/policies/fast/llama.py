@@ -123,11 +123,15 @@ def swiglu(gate_up: Tensor) -> Tensor:
     return F.silu(gate) * up
 
 
-def prefill(w: LlamaWeights, cache: Tensor, ids: Tensor, lengths: Tensor, slots: Tensor, source: Tensor) -> Tensor:
+def prefill(
+    w: LlamaWeights, cache: Tensor, ids: Tensor, lengths: Tensor, slots: Tensor, source: Tensor, fuse=lambda fn: fn
+) -> Tensor:
     """Run right-padded prompts `ids` (N, P) of `lengths`; write their keys/values into cache `slots`.
 
     Slot `slots[j]` receives prompt `source[j]` (a prompt sampled n times fills n slots from one
-    pass). Returns the logits after each prompt's last token, (N, V), in float32.
+    pass). Returns the logits after each prompt's last token, (N, V), in float32. `fuse` may compile
+    the pieces around the matmuls, as in `decode` (eager, their elementwise kernels over every
+    prompt token were most of a large batch's prefill time).
     """
     n, width = ids.shape
     x = F.embedding(ids, w.embed)
@@ -136,13 +140,13 @@ def prefill(w: LlamaWeights, cache: Tensor, ids: Tensor, lengths: Tensor, slots:
     # padded queries' outputs and their cache entries are never read (decoding starts at each
     # prompt's length and overwrites from there). Without an explicit mask SDPA can use flash attention.
     for i, layer in enumerate(w.layers):
-        q, k, v = attention_in(x, layer.ln_attn, layer.wqkv, layer.bqkv, cos, sin, w.eps, w.n_heads)
+        q, k, v = fuse(attention_in)(x, layer.ln_attn, layer.wqkv, layer.bqkv, cos, sin, w.eps, w.n_heads)
         cache[i, 0, slots, :width] = k[source]
         cache[i, 1, slots, :width] = v[source]
         out = F.scaled_dot_product_attention(
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True
         )
-        x = attention_out(
+        x = fuse(attention_out)(
             x, out.transpose(1, 2), layer.wo, layer.bo, layer.ln_mlp, layer.w_gate_up, layer.w_down, w.eps
         )
     return logits_out(x[torch.arange(n, device=ids.device), lengths - 1], w.norm, w.lm_head, w.eps).float()

@@ -25,6 +25,7 @@ import argparse
 import time
 
 import torch
+from rollouts import SMOLLM2_135M  # benchmarks/rollouts.py: the one home of the architecture
 
 from aitp.policies.tiny import TinyConfig, TinyTransformer
 from aitp.train.module import PolicyModule, pl
@@ -32,19 +33,6 @@ from aitp.train.strategy import Hardware, build_strategy, plan_strategy
 
 # Dense bf16 tensor-core peaks (vendor datasheets, SXM parts); MFU is left blank for other cards.
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
-
-SMOLLM2_135M = dict(
-    hidden_size=576,
-    intermediate_size=1536,
-    num_hidden_layers=30,
-    num_attention_heads=9,
-    num_key_value_heads=3,
-    vocab_size=49152,
-    max_position_embeddings=8192,
-    rope_theta=100000.0,
-    rms_norm_eps=1e-5,
-    tie_word_embeddings=True,
-)
 
 
 def peak_flops(name: str) -> float | None:
@@ -102,7 +90,7 @@ def matmul_tflops(n: int = 8192, reps: int = 10) -> float:
     return 2 * n**3 * reps / (time.perf_counter() - start)
 
 
-def run(strategy_name: str, compiled: bool | str, args) -> dict:
+def run(strategy_name: str, compiled: bool, args) -> dict:
     """Train for `args.steps` steps under one strategy; tokens/s over the steps after warm-up."""
     model, backend, vocab, layers, width = build_model(args)
     params = sum(p.numel() for p in model.parameters())
@@ -133,7 +121,7 @@ def run(strategy_name: str, compiled: bool | str, args) -> dict:
     tokens_per_s = (args.steps - args.warmup) * args.batch * args.seq / timer.seconds
     row = {
         "strategy": plan.describe().replace(" on 1xcuda", ""),
-        "compile": {False: "off", True: "on"}.get(compiled, compiled),
+        "compile": "on" if compiled else "off",
         "params": params,
         "tokens_per_s": tokens_per_s,
         "flops_6n": 6 * params * tokens_per_s,
@@ -177,9 +165,7 @@ def table(rows: list[dict], args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["smollm2", "tiny"], default="smollm2")
-    parser.add_argument(
-        "--compile", default="off,on", help="comma-separated: off, on (torch.compile), or a mode (reduce-overhead)"
-    )
+    parser.add_argument("--compile", default="off,on", help="comma-separated: off, on (torch.compile)")
     parser.add_argument("--steps", type=int, default=50, help="optimizer steps per run")
     parser.add_argument("--warmup", type=int, default=10, help="steps not timed (allocator, compile, ZeRO buckets)")
     parser.add_argument("--batches", default="16,64", help="sequences per step, one set of runs per value")
@@ -193,11 +179,11 @@ def main() -> None:
         raise SystemExit("benchmarks/train.py needs a CUDA GPU")
     rows = []
     for batch in [int(b) for b in args.batches.split(",")]:
-        for compiled in [{"off": False, "on": True}.get(c, c) for c in args.compile.split(",")]:
+        for compiled in [c == "on" for c in args.compile.split(",")]:
             for name in args.strategies.split(","):
                 try:
                     row = run(name, compiled, argparse.Namespace(**{**vars(args), "batch": batch}))
-                except Exception as exc:  # one failed setting (e.g. CUDA graphs under DeepSpeed) ends only its row
+                except Exception as exc:  # one failed setting (say, out of memory) ends only its row
                     print(f"FAILED {name} compile={compiled} batch={batch}: {type(exc).__name__}: {exc}", flush=True)
                     torch._dynamo.reset()
                     continue

@@ -167,16 +167,18 @@ def make_collate(objective: str, pad_id: int) -> Callable[[list], dict[str, Tens
     return collate
 
 
-def token_logprobs(model: nn.Module, backend: str, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-    """log p(token t | tokens < t) for t >= 1, shape (B, T - 1)."""
+def token_logprobs(
+    model: nn.Module, backend: str, input_ids: Tensor, attention_mask: Tensor, fast: bool | None = None
+) -> Tensor:
+    """log p(token t | tokens < t) for t >= 1, shape (B, T - 1); `fast` (default: on CUDA) takes the GPU path."""
     if backend == "tiny":
         return model.token_logprobs(input_ids)  # right padding never precedes a real token
-    # On CUDA the mask is dropped: rows are right-padded, so causal attention alone gives every real token the
-    # same context, and SDPA takes its flash kernel (a mask forces the slower one). CPU keeps the exact old path.
-    if not input_ids.is_cuda:
+    if not (input_ids.is_cuda if fast is None else fast):  # the CPU keeps its exact arithmetic
         logits = model(input_ids=input_ids[:, :-1], attention_mask=attention_mask[:, :-1].long()).logits
         return -F.cross_entropy(logits.float().transpose(1, 2), input_ids[:, 1:], reduction="none")
-    logits = model(input_ids=input_ids[:, :-1]).logits  # (B, T-1, V): one row per position, vocabulary contiguous
+    # No mask: rows are right-padded, so causal attention alone gives every real token the same context, and
+    # SDPA takes its flash kernel (a mask forces a slower one). The loss reads the vocabulary contiguously.
+    logits = model(input_ids=input_ids[:, :-1]).logits
     nll = F.cross_entropy(logits.float().flatten(0, 1), input_ids[:, 1:].flatten(), reduction="none")
     return -nll.view(input_ids.shape[0], -1)
 
@@ -218,7 +220,7 @@ class PolicyModule(pl.LightningModule):
         weight_decay: float = 0.0,
         warmup_steps: int = 0,
         dpo_beta: float = 0.1,
-        compile: bool | str = False,
+        compile: bool = False,
     ) -> None:
         super().__init__()
         if objective not in ("sft", "dpo"):
@@ -231,15 +233,11 @@ class PolicyModule(pl.LightningModule):
         self._loss_fn: Callable[[dict[str, Tensor]], Tensor] | None = None
 
     def _loss(self, batch: dict[str, Tensor]) -> Tensor:
-        """The objective's loss; with `compile`, one graph of network and loss (fused norms, no fp32 logits copy)."""
+        """The objective's loss; with `compile`, one compiled graph of network and loss (fused norms and loss)."""
         if self._loss_fn is None:
             fn = self.sft_loss if self.objective == "sft" else self.dpo_loss
-            mode = self.compile if isinstance(self.compile, str) else None  # e.g. reduce-overhead: CUDA graphs
-            self._loss_fn = torch.compile(fn, mode=mode) if self.compile else fn
-        if self.compile == "reduce-overhead":
-            torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs may be overwritten now
-        loss = self._loss_fn(batch)
-        return loss.clone() if self.compile else loss  # a graph's output is reused by its next replay
+            self._loss_fn = torch.compile(fn) if self.compile else fn
+        return self._loss_fn(batch)
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         loss = self._loss(batch)

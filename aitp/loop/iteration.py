@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aitp.fingerprint import model_id
+from aitp.lake.heal import REPAIRED
 from aitp.loop import stages
 from aitp.loop.experiment import LoopRun, now
 from aitp.train.data import NoTrainingDataError
@@ -68,6 +69,9 @@ def run_iteration(
     if row.get("status") == "done":
         on_event("iteration", {"iteration": iteration, "row": row, "reused": True})
         return row
+    # A repair took shards of an iteration that had decided: regenerate them, keep the decision and champion
+    # it recorded (later iterations may have crowned another champion since; deciding again would differ).
+    decided = row.get("status") == REPAIRED and row.get("promoted") is not None
     mlflow_run_id = run.registry.iteration_run(run.experiment, iteration, flow_run_id)
     base = stages.starting_policy(run, iteration)
     stages.record(
@@ -101,15 +105,20 @@ def run_iteration(
         on_event("rollouts", {"iteration": iteration, **summary.details, "text": summary.text})
         stages.record(run, iteration, stage="rollouts", kept_group_rate=kept_rate)
         if not summary.kept:
-            return _skip_training(run, iteration, summary.nothing_kept, kept_rate, steps, on_event)
+            return _skip_training(run, iteration, summary.nothing_kept, kept_rate, steps, on_event, decided)
     try:
         checkpoint = timed("train", steps.train, run, iteration, base)
     except NoTrainingDataError as exc:  # nothing kept: the champion stays, the loop goes on
-        return _skip_training(run, iteration, str(exc), kept_rate, steps, on_event)
+        return _skip_training(run, iteration, str(exc), kept_rate, steps, on_event, decided)
     stages.record(run, iteration, stage="train")
     version = timed("register", steps.register, run, iteration, checkpoint, flow_run_id)
     result = timed("eval", steps.evaluate, run, iteration, version)
     stages.record(run, iteration, stage="eval", eval_pass_rate=result.score("pass_rate"))
+    if decided:
+        held = stages.version_of_model(run, row["model_in"])  # the champion it was judged against
+        if held is not None and held.version != version:
+            timed("eval", steps.evaluate, run, iteration, held.version)
+        return _finish(run, iteration, steps, on_event, {"decision": None, "eval": result.metrics()})
     decision = timed("promote", steps.promote, run, iteration, version)
     champion = stages.champion_summary(run, iteration)
     run.registry.log_metrics(
@@ -155,9 +164,9 @@ def _finish(
 
 
 def _skip_training(
-    run: LoopRun, iteration: int, why: str, kept_rate: float | None, steps: Stages, on_event: Event
+    run: LoopRun, iteration: int, why: str, kept_rate: float | None, steps: Stages, on_event: Event, decided: bool
 ) -> dict[str, Any]:
-    champion = stages.champion_summary(run, iteration)
+    champion = {} if decided else stages.champion_summary(run, iteration)
     reason = f"not trained: {why.split(': ')[0]}"
     fields = {"promoted": False, "promote_reason": reason, "kept_group_rate": kept_rate, **champion}
     return _finish(run, iteration, steps, on_event, {"decision": None, "eval": {}}, **fields)

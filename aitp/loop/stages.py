@@ -89,11 +89,40 @@ def act_summary(run: LoopRun, iteration: int) -> ActSummary:
 
 
 def starting_policy(run: LoopRun, iteration: int) -> PolicySpec:
-    """The model an iteration starts from: the champion's checkpoint, or the configured policy at first."""
-    champion = run.registry.get(run.experiment, "champion")
-    if champion is None:
+    """The model an iteration starts from: the one it recorded when it first started, else the champion, else
+    the configured policy. A redo after `lake check --repair` must start where the first attempt did, even when
+    later iterations have crowned another champion since: its rollouts then come back the same."""
+    from aitp.fingerprint import model_id
+
+    recorded = (iteration_row(run, iteration) or {}).get("model_in")
+    version = version_of_model(run, recorded) if recorded else None
+    if version is None and recorded and recorded == model_id(run.config.policy):
         return run.config.policy
-    return run.config.policy.with_path(run.registry.checkpoint_path(champion))
+    version = version or run.registry.get(run.experiment, "champion")
+    if version is None:
+        return run.config.policy
+    return run.config.policy.with_path(run.registry.checkpoint_path(version))
+
+
+def _registered(run: LoopRun) -> list[tuple[str, dict[str, str]]]:
+    """(version, tags) of every registered version of the experiment's model."""
+    from aitp.registry import model_name
+
+    reg = run.registry
+    found = reg.call(
+        "search model versions", reg.client.search_model_versions, f"name = '{model_name(run.experiment)}'"
+    )
+    return [(str(mv.version), dict(mv.tags or {})) for mv in found]
+
+
+def version_of_model(run: LoopRun, model: str) -> Any:
+    """The registered version holding a model id (any of them: equal ids are equal weights), or None."""
+    from aitp.registry.store import TAG
+
+    for version, tags in _registered(run):
+        if tags.get(TAG + "model_version") == model:
+            return run.registry.get(run.experiment, version)
+    return None
 
 
 def train_stage(run: LoopRun, iteration: int, base: PolicySpec) -> Path:
@@ -112,18 +141,12 @@ def train_stage(run: LoopRun, iteration: int, base: PolicySpec) -> Path:
 def registered_version(run: LoopRun, iteration: int, checkpoint: Path) -> str | None:
     """The registry version already holding this iteration's checkpoint, if it was registered."""
     from aitp.fingerprint import fingerprint
-    from aitp.registry import model_name
     from aitp.registry.store import TAG
 
-    reg = run.registry
     wanted = fingerprint(checkpoint)
-    found = reg.call(
-        "search model versions", reg.client.search_model_versions, f"name = '{model_name(run.experiment)}'"
-    )
-    for mv in found:
-        tags = dict(mv.tags or {})
+    for version, tags in _registered(run):
         if tags.get(TAG + "iteration") == str(iteration) and tags.get(TAG + "model_version") == wanted:
-            return str(mv.version)
+            return version
     return None
 
 

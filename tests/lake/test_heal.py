@@ -12,6 +12,7 @@ import pytest
 
 from aitp.lake import check_lake, connect, read_partition, write_partition
 from aitp.lake.heal import Shard, damaged_iterations, missing_shards
+from aitp.registry import Registry
 from tests.lake.helpers import cli, rollout_rows
 
 
@@ -114,17 +115,23 @@ def _scribble(path: str) -> None:
 def test_corrupted_truncated_and_deleted_shards_come_back_on_resume(tmp_path):
     from tests.loop.helpers import MINI
 
-    # iteration 1 never wins promotion, so redoing it starts from the same champion as the first time
     config = {
         **MINI,
+        "iterations": 2,
         "rollouts": {**MINI["rollouts"], "chunk_items": 4},
         "self_train": {**MINI["self_train"], "steps": 8},
-        "promotion": {"margin": 5.0},
     }
     home = tmp_path / "home"
     run_loop_in_process(home, config)
     clean = lake_fingerprint(home, "mini")
     assert all(n for n, _ in clean.values()), clean
+    # The champion moves after iteration 1 was decided (here by hand, as a user may in the registry; a later
+    # promotion does the same): redoing iteration 1 must still start from, and be judged against, the model it
+    # recorded, and leave the registry's champion alone.
+    registry = Registry(home)
+    (first,) = read_partition(home, "iterations", "mini", 1).to_pylist()
+    assert registry.get("mini", "champion").model_version == first["model_in"]
+    registry.set_alias("mini", "champion", "3")
 
     lake = home / "lake"
     corrupt = sorted((lake / "rollouts/experiment=mini/iteration=1").glob("chunk-0001.*.parquet"))[0]
@@ -147,3 +154,4 @@ def test_corrupted_truncated_and_deleted_shards_come_back_on_resume(tmp_path):
     assert damaged_iterations(home, "mini") == [] and missing_shards(home, "mini") == []
     assert check_lake(home) == []
     assert lake_fingerprint(home, "mini") == clean
+    assert registry.get("mini", "champion").version == "3"

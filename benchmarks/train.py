@@ -25,7 +25,7 @@ import argparse
 import time
 
 import torch
-from rollouts import SMOLLM2_135M  # benchmarks/rollouts.py: the one home of the architecture
+from rollouts import SMOLLM2_135M, matmul_tflops  # benchmarks/rollouts.py: the architecture, the matmul peak
 
 from aitp.policies.tiny import TinyConfig, TinyTransformer
 from aitp.train.module import PolicyModule, pl
@@ -77,19 +77,6 @@ def build_model(args) -> tuple[torch.nn.Module, str, int, int, int]:
     return LlamaForCausalLM(config), "hf", config.vocab_size, config.num_hidden_layers, config.hidden_size
 
 
-def matmul_tflops(n: int = 8192, reps: int = 10) -> float:
-    """Measured dense bf16 matmul rate of this card (random data, mean of `reps` after warm-up)."""
-    a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    for _ in range(3):
-        a @ b
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(reps):
-        a @ b
-    torch.cuda.synchronize()
-    return 2 * n**3 * reps / (time.perf_counter() - start)
-
-
 def run(strategy_name: str, compiled: bool, args) -> dict:
     """Train for `args.steps` steps under one strategy; tokens/s over the steps after warm-up."""
     model, backend, vocab, layers, width = build_model(args)
@@ -138,7 +125,7 @@ def run(strategy_name: str, compiled: bool, args) -> dict:
 def table(rows: list[dict], args) -> None:
     """Print the card, the peaks and one markdown row per run (ZeRO-2 as a ratio of plain at the same batch)."""
     card = torch.cuda.get_device_name(0)
-    peak, measured = peak_flops(card), matmul_tflops()
+    peak, measured = peak_flops(card), matmul_tflops() * 1e12
     print(
         f"\nCard: {card}; torch {torch.__version__}; model {args.model}, {rows[0]['params'] / 1e6:.1f}M parameters; "
         f"{args.seq} tokens per sequence; {args.steps - args.warmup} timed steps after {args.warmup}; "

@@ -1,24 +1,9 @@
 """The training module's GPU path, checked on CPU: dropping the mask of right-padded rows changes no real token."""
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from aitp.train.module import PolicyModule, pad_batch, token_logprobs
-
-
-def _llama() -> LlamaForCausalLM:
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        attn_implementation="sdpa",
-    )
-    return LlamaForCausalLM(config).eval()
+from tests.policies.test_decoder import tiny_llama  # a 2-layer random Llama with grouped query heads
 
 
 def _batch() -> dict[str, torch.Tensor]:
@@ -27,7 +12,7 @@ def _batch() -> dict[str, torch.Tensor]:
 
 
 def test_the_fast_path_gives_every_real_token_the_masked_log_prob():
-    model, batch = _llama(), _batch()
+    model, batch = tiny_llama(), _batch()
     with torch.no_grad():
         masked = token_logprobs(model, "hf", batch["input_ids"], batch["attention_mask"], fast=False)
         fast = token_logprobs(model, "hf", batch["input_ids"], batch["attention_mask"], fast=True)
@@ -38,6 +23,6 @@ def test_the_fast_path_gives_every_real_token_the_masked_log_prob():
 
 
 def test_the_optimizer_is_fused_on_cuda_only():
-    module = PolicyModule(_llama(), "hf")
+    module = PolicyModule(tiny_llama(), "hf")
     optimizer = module.configure_optimizers()["optimizer"]
     assert not optimizer.defaults.get("fused")  # CPU parameters: the per-parameter loop, as before

@@ -234,6 +234,8 @@ def _quiet_lightning() -> None:
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
+    # PolicyModule overrides the clipping hook for a fused AdamW only; under DeepSpeed it leaves clipping to DeepSpeed.
+    warnings.filterwarnings("ignore", message=r".*DeepSpeed handles gradient clipping internally")
 
 
 def _resume_point(base: Any, config: TrainConfig, plan: StrategyPlan) -> tuple[str | None, int]:

@@ -13,7 +13,6 @@ from aitp.errors import BadInputError
 from aitp.home import resolve_home
 from aitp.proving.backends import DEFAULT_THEOREM_SETS, backend_available, open_env
 from aitp.proving.errors import ProverUnavailableError, UnknownTheoremError
-from aitp.proving.policies import FixedTacticPolicy
 from aitp.proving.search import Budget, SearchConfig, make_search
 from aitp.proving.theorems import TheoremSet, load_theorem_set, split_of
 from aitp.proving.traces import merge_rows, trace_rows, write_traces
@@ -67,6 +66,8 @@ def prove_command(
         chosen = chosen[:limit]
     if not chosen:
         raise UnknownTheoremError(f"no theorems in split '{split}' of '{set_name}'")
+    from aitp.proving.policies import FixedTacticPolicy  # torch: only when proving
+
     policy = FixedTacticPolicy(backend, library, tactics=[t.strip() for t in tactics.split(",")] if tactics else None)
 
     parts, proved = [], 0

@@ -12,8 +12,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from reasoning_gym.utils import extract_answer as rg_extract_answer
-
 NO_ANSWER_TAG = "no_answer_tag"
 MULTIPLE_ANSWER_TAGS = "multiple_answer_tags"
 FORMAT_ERRORS: tuple[str, ...] = (NO_ANSWER_TAG, MULTIPLE_ANSWER_TAGS)
@@ -35,6 +33,8 @@ def extract(completion: str) -> Extraction:
     outside_think = _THINK_BLOCK.sub("", completion)
     if len(_ANSWER_PAIR.findall(outside_think)) > 1:
         return Extraction(None, MULTIPLE_ANSWER_TAGS)
+    from reasoning_gym.utils import extract_answer as rg_extract_answer  # imports every task: on first use
+
     answer = rg_extract_answer(completion, tag_name="answer", strip=True)
     if answer is None:
         return Extraction(None, NO_ANSWER_TAG)

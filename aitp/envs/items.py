@@ -17,10 +17,8 @@ from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
-from reasoning_gym import factory
-from reasoning_gym.composite import DatasetSpec
 
-from aitp.envs.tasks import task_info
+from aitp.envs.tasks import gym_factory, task_info
 from aitp.errors import BadInputError
 
 Split = Literal["train", "eval"]
@@ -102,13 +100,15 @@ def _dataset_kwargs(task: str, config: dict[str, Any]) -> dict[str, Any]:
     kwargs = {k: v for k, v in config.items() if not k.startswith("_")}
     if task == "composite":
         specs = kwargs.get("datasets") or COMPOSITE_DEFAULT["datasets"]
+        from reasoning_gym.composite import DatasetSpec
+
         kwargs["datasets"] = [DatasetSpec(s["name"], float(s["weight"]), dict(s.get("config", {}))) for s in specs]
     return kwargs
 
 
 @lru_cache(maxsize=128)
 def _dataset_cached(task: str, config_json: str, seed: int) -> Any:
-    return factory.create_dataset(task, seed=seed, **_dataset_kwargs(task, json.loads(config_json)))
+    return gym_factory().create_dataset(task, seed=seed, **_dataset_kwargs(task, json.loads(config_json)))
 
 
 def dataset_for(task: str, config: dict[str, Any], seed: int) -> Any:
@@ -191,9 +191,9 @@ def regenerate(task: str, config: dict[str, Any], seed: int, index: int, split: 
 
 def top_level(task: str) -> int:
     """The highest curriculum level of a task (0 when it has no curriculum)."""
-    if not factory.has_curriculum(task):
+    if not gym_factory().has_curriculum(task):
         return 0
-    curriculum = factory.create_curriculum(task)
+    curriculum = gym_factory().create_curriculum(task)
     return max((len(a.levels) - 1 for a in curriculum.attributes.values()), default=0)
 
 
@@ -205,7 +205,7 @@ def level_config(task: str, level: int) -> dict[str, Any]:
     top = top_level(task)
     if not 0 <= level <= top:
         raise BadInputError(f"difficulty level {level} is out of range for '{task}': use 0..{top}")
-    curriculum = factory.create_curriculum(task)
+    curriculum = gym_factory().create_curriculum(task)
     curriculum.set_global_level(level)
     config = curriculum.generate_configuration({"seed": 0, "size": 1})
     fields: list[str] = []
@@ -231,7 +231,7 @@ def _plan(task: str, n: int, seed: int, difficulty: str | int) -> list[tuple[dic
         return [({}, None)] * n
     if isinstance(mode, int):
         return [(level_config(task, mode), mode)] * n
-    if not factory.has_curriculum(task):
+    if not gym_factory().has_curriculum(task):
         return [({}, None)] * n
     rng = random.Random(f"aitp-levels:{task}:{seed}")
     top = top_level(task)

@@ -7,9 +7,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from reasoning_gym import factory
-
 from aitp.errors import AitpError, UnknownTaskError
+
+
+def gym_factory() -> Any:
+    """reasoning-gym's task factory, imported on first use: importing it builds every task (~2 s), which the
+    commands that never touch a task (`aitp --help`, `aitp sql`, `aitp lake`) should not pay."""
+    from reasoning_gym import factory
+
+    return factory
+
 
 # Tasks whose scorer checks a solution instead of comparing with one gold answer: the stored
 # answer is one valid solution among many (or none at all), so "gold" means "an accepted example".
@@ -32,10 +39,10 @@ class TaskInfo:
 def list_tasks() -> tuple[TaskInfo, ...]:
     """Every registered task, sorted by name; the category is the reasoning-gym package it lives in."""
     infos = []
-    for name, (dataset_cls, _config_cls) in factory.DATASETS.items():
+    for name, (dataset_cls, _config_cls) in gym_factory().DATASETS.items():
         parts = dataset_cls.__module__.split(".")
         category = parts[1] if len(parts) > 2 else parts[-1]
-        infos.append(TaskInfo(name, category, factory.has_curriculum(name), name in SOLUTION_CHECKED_TASKS))
+        infos.append(TaskInfo(name, category, gym_factory().has_curriculum(name), name in SOLUTION_CHECKED_TASKS))
     return tuple(sorted(infos, key=lambda t: t.name))
 
 
@@ -58,7 +65,7 @@ def check_task_config(name: str, config: dict[str, Any]) -> None:
     task_info(name)
     if name == "composite" or not config:
         return
-    config_cls = factory.DATASETS[name][1]
+    config_cls = gym_factory().DATASETS[name][1]
     try:
         built = config_cls(**{k: v for k, v in config.items() if not k.startswith("_")})
         validate = getattr(built, "validate", None)

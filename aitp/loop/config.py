@@ -147,6 +147,9 @@ class ProvingConfig(BaseModel):
     """Epochs of the tactic ranker per training."""
     learn: bool = True
     """False is the control: every challenger is the untrained models."""
+    first_champion: Literal["untrained", "trained"] = "untrained"
+    """untrained: iteration 0 registers and evaluates the untrained models (no search, no training), so every
+    gain is measured from the untrained start; trained: iteration 0 searches a slice and trains like the rest."""
 
 
 REASONING_ONLY = ("tasks", "demonstrations_per_task", "warm_start", "self_train", "eval", "system_prompt", "policy")

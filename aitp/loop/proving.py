@@ -243,11 +243,25 @@ class ProverEnvironment:
             untrained.record = {"untrained": True, "seed": self.config.seed}
             untrained.save(out)
             return out
+        if self.proving.train_command:
+            return self._train_externally(home, experiment, iteration, out)
         data = select_training_data(home, experiment, iteration, self.library)
         models = train_prover_models(
             data, self.library, epochs=self.proving.epochs, seed=self.config.seed, learn=self.proving.learn
         )
         models.save(out)
+        return out
+
+    def _train_externally(self, home: Path, experiment: str, iteration: int, out: Path) -> Path:
+        """Run the user's training command into `out`; its checkpoint is validated before the engine registers it."""
+        import shutil
+
+        from aitp.proving.external_training import TrainCommand, train_after_eval, update_checkpoints
+
+        if out.exists():  # this iteration's own directory, left incomplete by a run killed mid-command
+            shutil.rmtree(out)
+        command = TrainCommand(list(self.proving.train_command or []), timeout_s=self.proving.train_command_timeout_s)
+        update_checkpoints(train_after_eval(command, home, experiment, iteration, out), self.library)
         return out
 
 

@@ -194,3 +194,25 @@ def test_the_control_is_the_learning_run_with_learning_switched_off():
     )
     assert control.proving.model_copy(update={"learn": True}) == learn.proving
     assert control.model_copy(update={"experiment": learn.experiment, "proving": learn.proving}) == learn
+
+
+@pytest.mark.slow  # a second two-iteration run on real Coq (~60 s on 2 cores)
+def test_train_after_eval_checkpoints_are_registered_and_gated(tmp_path, monkeypatch, bool_theorems):
+    import json
+    import sys
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    data = copy.deepcopy(PROVE)
+    command = [sys.executable, "-m", "aitp.proving.retrain", "--home", "{home}", "--experiment", "{experiment}"]
+    command += ["--iteration", "{iteration}", "--out", "{out}", "--theorems", str(bool_theorems), "--epochs", "2"]
+    data["proving"].update(theorems=str(bool_theorems), train_command=command)
+    run = open_experiment(tmp_path, LoopConfig.model_validate(data))
+    first, row = run_iteration(run, 0), run_iteration(run, 1)
+    out = tmp_path / "checkpoints" / "prove-mini" / "iter-001"
+    assert json.loads((tmp_path / "checkpoints" / "prove-mini" / "iter-001.log").read_text())["version"]
+    assert json.loads((out / "training.json").read_text())["data"]["proofs"] >= 1  # the command's own record
+    registered = run.registry.get("prove-mini", "challenger")
+    assert registered.version == "2" and registered.model_version == row["model_out"] != first["model_out"]
+    (rate,) = _one(tmp_path, f"SELECT pass_rate FROM evals WHERE model_version = '{row['model_out']}'")[0]
+    assert rate == row["eval_pass_rate"] and row["promote_reason"]  # evaluated and gated like ours
+    assert row["promoted"] == (rate > first["eval_pass_rate"])

@@ -10,7 +10,7 @@ batched `generate`, at each batch size and in the rollout shape (prompts x group
 gets an untimed warm-up call of the same shape first (graph capture, kernel selection); `generate`
 is then timed twice (above one row), since its first full-length call also grows the allocator. A bf16
 8192^3 matmul measured in the same run gives the compute roofline: TFLOP/s / (2 x parameters).
-`--largest` times the decoder alone at a batch too large to wait for `generate` at.
+`--largest` times the decoder alone at batches too large to wait for `generate` at (rows, or prompts x n).
 
 `--gpus 2`: the rollout work `--work` (prompts x group size) once on one GPU, then split in halves
 over two processes, one per GPU, started together after both warmed up; the ratio is of wall times.
@@ -123,7 +123,7 @@ def one_gpu(args) -> dict:
     sampler = FastSampler(model)
     shapes = [(b, 1, True) for b in args.batches]
     shapes.append((args.rollout[0], args.rollout[1], True))
-    shapes += [(b, 1, False) for b in args.largest]
+    shapes += [(p, n, False) for p, n in args.largest]
     rows = []
     for prompts_count, n, with_generate in shapes:
         prompts = make_prompts(prompts_count, args.prompt_tokens, model.config.vocab_size)
@@ -215,7 +215,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", default="1,64,256,1024", help="batch sizes compared with generate")
     parser.add_argument("--rollout", type=_pair, default=(64, 16), help="rollout shape compared: PROMPTSxN")
-    parser.add_argument("--largest", default="4096", help="batch sizes timed for the decoder alone ('' for none)")
+    parser.add_argument(
+        "--largest", default="4096", help="batches (ROWS or PROMPTSxN) timed for the decoder alone ('' for none)"
+    )
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--gpus", type=int, default=1, help="2: compare the work on one GPU and split over two")
@@ -223,7 +225,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args()
     args.batches = [int(b) for b in args.batches.split(",") if b]
-    args.largest = [int(b) for b in args.largest.split(",") if b]
+    args.largest = [_pair(b) if "x" in b.lower() else (int(b), 1) for b in args.largest.split(",") if b]
     if args.gpus > 1:
         result = dict(runs=[spread(1, args), spread(args.gpus, args)])
         result["ratio"] = result["runs"][1]["tps"] / result["runs"][0]["tps"]

@@ -1,14 +1,22 @@
 """Training throughput and model FLOPs utilisation: DeepSpeed ZeRO-2 vs the plain single-GPU strategy, one call.
 
-    python benchmarks/train.py [--steps 50] [--warmup 10] [--batches 16,64] [--seq 512] [--layers 10] [--d-model 1024]
+    python benchmarks/train.py [--model smollm2] [--steps 50] [--warmup 10] [--batches 16,64] [--seq 512]
+                               [--compile off,on] [--strategies single,deepspeed]
 
-Both runs train the same model (the built-in tiny transformer scaled to ~107M parameters, same
-seed) on the same synthetic token batches through `aitp.train.module.PolicyModule` and the
-strategy that `aitp.train.strategy` builds, in bf16 (`bf16-mixed`: the plain run autocasts over
-fp32 weights; DeepSpeed keeps bf16 weights with fp32 master copies). Tokens/s counts every token
-of the timed steps (after `--warmup` steps); MFU = 6 * parameters * tokens/s / the card's dense
-bf16 peak (attention FLOPs not counted). Prints a markdown table naming the card. Imports only
-torch, Lightning, DeepSpeed and aitp's policy and training modules.
+Every run trains the same model from the same seed on the same synthetic token batches through
+`aitp.train.module.PolicyModule` and the strategy that `aitp.train.strategy` builds, in bf16
+(`bf16-mixed`: the plain run autocasts over fp32 weights; DeepSpeed keeps bf16 weights with fp32
+master copies). `--model smollm2` is the SmolLM2-135M architecture (Llama: 30 layers, width 576,
+9 query and 3 key/value heads, MLP 1536, vocabulary 49,152, tied embeddings; random weights, so no
+checkpoint is needed) trained as a Hugging Face policy; `--model tiny` is the built-in transformer
+(`--layers`, `--d-model`). `--compile on` sets the module's `compile` (torch.compile of network and
+loss). Tokens/s counts every token of the timed steps (after `--warmup` steps).
+
+MFU = model FLOPs per second / peak, two ways: `6N` counts 6 * parameters (embedding included: it
+is the tied output layer's matrix) per token; `6N+attn` adds attention's score and value products,
+12 * layers * width * sequence per token (the PaLM count, causal masking not discounted). The peak
+is the card's dense bf16 datasheet figure (989 TFLOP/s for an H100 SXM); the run also measures an
+8192^3 bf16 matmul and prints MFU against that measured rate. Prints markdown tables naming the card.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import argparse
 import time
 
 import torch
+from rollouts import SMOLLM2_135M, matmul_tflops  # benchmarks/rollouts.py: the architecture, the matmul peak
 
 from aitp.policies.tiny import TinyConfig, TinyTransformer
 from aitp.train.module import PolicyModule, pl
@@ -50,22 +59,34 @@ def batches(n: int, batch: int, seq: int, vocab: int) -> list[dict[str, torch.Te
     gen = torch.Generator().manual_seed(0)
     out = []
     for _ in range(n):
-        ids = torch.randint(0, 256, (batch, seq), generator=gen)
+        ids = torch.randint(0, vocab, (batch, seq), generator=gen)
         ones = torch.ones_like(ids, dtype=torch.bool)
         out.append({"input_ids": ids, "attention_mask": ones, "target_mask": ones})
     return out
 
 
-def run(strategy_name: str, config: TinyConfig, args) -> dict:
-    """Train for `args.steps` steps under one strategy; tokens/s over the steps after warm-up."""
+def build_model(args) -> tuple[torch.nn.Module, str, int, int, int]:
+    """(model, backend, vocab, layers, width) of `--model`, seeded."""
     torch.manual_seed(0)
-    model = TinyTransformer(config)
-    params = model.num_params()
+    if args.model == "tiny":
+        config = TinyConfig(n_layer=args.layers, n_head=args.heads, d_model=args.d_model, max_seq_len=args.seq)
+        return TinyTransformer(config), "tiny", 256, args.layers, args.d_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(**SMOLLM2_135M, attn_implementation="sdpa")
+    return LlamaForCausalLM(config), "hf", config.vocab_size, config.num_hidden_layers, config.hidden_size
+
+
+def run(strategy_name: str, compiled: bool, args) -> dict:
+    """Train for `args.steps` steps under one strategy; tokens/s over the steps after warm-up."""
+    model, backend, vocab, layers, width = build_model(args)
+    params = sum(p.numel() for p in model.parameters())
     hardware = Hardware("cuda", 1, torch.cuda.get_device_name(0))
     zero = 2 if strategy_name == "deepspeed" else 0
     plan = plan_strategy(hardware, zero_stage=zero, precision="bf16-mixed", devices=1, micro_batch_size=args.batch)
-    module = PolicyModule(model, "tiny", "sft", lr=1e-4)
-    data = batches(args.steps, args.batch, args.seq, config.vocab_size)
+    module = PolicyModule(model, backend, "sft", lr=1e-4, compile=compiled)
+    # Hugging Face policies predict tokens 1..T from 0..T-1: one extra token keeps `--seq` positions per row.
+    data = batches(args.steps, args.batch, args.seq + (backend == "hf"), vocab)
     loader = torch.utils.data.DataLoader(data, batch_size=None)
     timer = Timer(args.warmup)
     torch.cuda.reset_peak_memory_stats()
@@ -82,54 +103,80 @@ def run(strategy_name: str, config: TinyConfig, args) -> dict:
         enable_model_summary=False,
         callbacks=[timer],
     )
+    module.train()
     trainer.fit(module, train_dataloaders=loader)
-    tokens = (args.steps - args.warmup) * args.batch * args.seq
-    tokens_per_s = tokens / timer.seconds
-    peak = peak_flops(hardware.name)
+    tokens_per_s = (args.steps - args.warmup) * args.batch * args.seq / timer.seconds
     row = {
         "strategy": plan.describe().replace(" on 1xcuda", ""),
+        "compile": "on" if compiled else "off",
         "params": params,
         "tokens_per_s": tokens_per_s,
-        "mfu": 6 * params * tokens_per_s / peak if peak else None,
+        "flops_6n": 6 * params * tokens_per_s,
+        "flops_attn": (6 * params + 12 * layers * width * args.seq) * tokens_per_s,
         "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30,
         "loss": float(module.losses[-1]),
     }
     del trainer, module, model
+    torch._dynamo.reset()
     torch.cuda.empty_cache()
     return row
 
 
+def table(rows: list[dict], args) -> None:
+    """Print the card, the peaks and one markdown row per run (ZeRO-2 as a ratio of plain at the same batch)."""
+    card = torch.cuda.get_device_name(0)
+    peak, measured = peak_flops(card), matmul_tflops() * 1e12
+    print(
+        f"\nCard: {card}; torch {torch.__version__}; model {args.model}, {rows[0]['params'] / 1e6:.1f}M parameters; "
+        f"{args.seq} tokens per sequence; {args.steps - args.warmup} timed steps after {args.warmup}; "
+        f"peak {peak / 1e12 if peak else float('nan'):.0f} TFLOP/s (datasheet), "
+        f"8192^3 bf16 matmul measured {measured / 1e12:.0f} TFLOP/s.\n"
+    )
+    print(
+        "| strategy | compile | card | batch x seq | tokens/s | MFU 6N | MFU 6N+attn | MFU 6N+attn (measured peak) "
+        "| vs plain | peak GPU memory | last loss |"
+    )
+    print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        same = [p for p in rows if (p["batch"], p["compile"]) == (r["batch"], r["compile"])]
+        plain = next((p for p in same if p["strategy"].startswith("single")), None)
+        ratio = f"{r['tokens_per_s'] / plain['tokens_per_s']:.2f}x" if plain else "n/a"
+        mfu = [f"{100 * r[k] / peak:.1f}%" if peak else "n/a" for k in ("flops_6n", "flops_attn")]
+        print(
+            f"| {r['strategy']} | {r['compile']} | {card} | {r['batch']} x {args.seq} | {r['tokens_per_s']:,.0f} | "
+            f"{mfu[0]} | {mfu[1]} | {100 * r['flops_attn'] / measured:.1f}% | {ratio} | "
+            f"{r['peak_mem_gib']:.1f} GiB | {r['loss']:.3f} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=["smollm2", "tiny"], default="smollm2")
+    parser.add_argument("--compile", default="off,on", help="comma-separated: off, on (torch.compile)")
     parser.add_argument("--steps", type=int, default=50, help="optimizer steps per run")
-    parser.add_argument("--warmup", type=int, default=10, help="steps not timed (allocator, kernels, ZeRO buckets)")
-    parser.add_argument("--batches", default="16,64", help="sequences per step, one pair of runs per value")
+    parser.add_argument("--warmup", type=int, default=10, help="steps not timed (allocator, compile, ZeRO buckets)")
+    parser.add_argument("--batches", default="16,64", help="sequences per step, one set of runs per value")
     parser.add_argument("--seq", type=int, default=512, help="tokens per sequence")
-    parser.add_argument("--layers", type=int, default=10)
-    parser.add_argument("--d-model", type=int, default=1024)
-    parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--layers", type=int, default=10, help="tiny model only")
+    parser.add_argument("--d-model", type=int, default=1024, help="tiny model only")
+    parser.add_argument("--heads", type=int, default=16, help="tiny model only")
     parser.add_argument("--strategies", default="single,deepspeed", help="comma-separated: single, deepspeed")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("benchmarks/train.py needs a CUDA GPU")
-    config = TinyConfig(n_layer=args.layers, n_head=args.heads, d_model=args.d_model, max_seq_len=args.seq)
     rows = []
     for batch in [int(b) for b in args.batches.split(",")]:
-        for name in args.strategies.split(","):
-            rows.append({**run(name, config, argparse.Namespace(**{**vars(args), "batch": batch})), "batch": batch})
-    card = torch.cuda.get_device_name(0)
-    print(
-        f"\nCard: {card}; torch {torch.__version__}; {rows[0]['params'] / 1e6:.1f}M parameters; "
-        f"{args.seq} tokens per sequence; {args.steps - args.warmup} timed steps after {args.warmup}.\n"
-    )
-    print("| strategy | card | batch x seq | tokens/s | MFU | peak GPU memory | last loss |")
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"
-        print(
-            f"| {r['strategy']} | {card} | {r['batch']} x {args.seq} | {r['tokens_per_s']:,.0f} | {mfu} | "
-            f"{r['peak_mem_gib']:.1f} GiB | {r['loss']:.3f} |"
-        )
+        for compiled in [c == "on" for c in args.compile.split(",")]:
+            for name in args.strategies.split(","):
+                try:
+                    row = run(name, compiled, argparse.Namespace(**{**vars(args), "batch": batch}))
+                except Exception as exc:  # one failed setting (say, out of memory) ends only its row
+                    print(f"FAILED {name} compile={compiled} batch={batch}: {type(exc).__name__}: {exc}", flush=True)
+                    torch._dynamo.reset()
+                    continue
+                rows.append({**row, "batch": batch})
+                print(rows[-1], flush=True)
+    table(rows, args)
     if torch.distributed.is_initialized():  # DeepSpeed's process group
         torch.distributed.destroy_process_group()
 

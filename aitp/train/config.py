@@ -70,6 +70,9 @@ class TrainConfig(BaseModel):
     """GPUs to use; more than one trains in its own launched process (torchrun)."""
     resume: bool = False
     """Continue the base checkpoint's DeepSpeed run from its ZeRO state (optimizer included), same GPU count."""
+    compile: bool = False
+    """Compile network and loss into one graph (torch.compile): pays on long runs on a GPU, where it fuses the
+    norms and activations; the first steps (and each new sequence width) pay the compile time."""
     lora: LoraConfig | None = None
     """Adapters for Hugging Face policies (None: full fine-tuning)."""
     seed: int = 0

@@ -167,12 +167,20 @@ def make_collate(objective: str, pad_id: int) -> Callable[[list], dict[str, Tens
     return collate
 
 
-def token_logprobs(model: nn.Module, backend: str, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-    """log p(token t | tokens < t) for t >= 1, shape (B, T - 1)."""
+def token_logprobs(
+    model: nn.Module, backend: str, input_ids: Tensor, attention_mask: Tensor, fast: bool | None = None
+) -> Tensor:
+    """log p(token t | tokens < t) for t >= 1, shape (B, T - 1); `fast` (default: on CUDA) takes the GPU path."""
     if backend == "tiny":
         return model.token_logprobs(input_ids)  # right padding never precedes a real token
-    logits = model(input_ids=input_ids[:, :-1], attention_mask=attention_mask[:, :-1].long()).logits
-    return -F.cross_entropy(logits.float().transpose(1, 2), input_ids[:, 1:], reduction="none")
+    if not (input_ids.is_cuda if fast is None else fast):  # the CPU keeps its exact arithmetic
+        logits = model(input_ids=input_ids[:, :-1], attention_mask=attention_mask[:, :-1].long()).logits
+        return -F.cross_entropy(logits.float().transpose(1, 2), input_ids[:, 1:], reduction="none")
+    # No mask: rows are right-padded, so causal attention alone gives every real token the same context, and
+    # SDPA takes its flash kernel (a mask forces a slower one). The loss reads the vocabulary contiguously.
+    logits = model(input_ids=input_ids[:, :-1]).logits
+    nll = F.cross_entropy(logits.float().flatten(0, 1), input_ids[:, 1:].flatten(), reduction="none")
+    return -nll.view(input_ids.shape[0], -1)
 
 
 def completion_logprobs(model: nn.Module, backend: str, batch: dict[str, Tensor]) -> Tensor:
@@ -212,6 +220,7 @@ class PolicyModule(pl.LightningModule):
         weight_decay: float = 0.0,
         warmup_steps: int = 0,
         dpo_beta: float = 0.1,
+        compile: bool = False,
     ) -> None:
         super().__init__()
         if objective not in ("sft", "dpo"):
@@ -219,10 +228,19 @@ class PolicyModule(pl.LightningModule):
         self.model = model
         self.backend, self.objective = backend, objective
         self.lr, self.weight_decay, self.warmup_steps, self.dpo_beta = lr, weight_decay, warmup_steps, dpo_beta
+        self.compile = compile
         self.losses: list[Tensor] = []
+        self._loss_fn: Callable[[dict[str, Tensor]], Tensor] | None = None
+
+    def _loss(self, batch: dict[str, Tensor]) -> Tensor:
+        """The objective's loss; with `compile`, one compiled graph of network and loss (fused norms and loss)."""
+        if self._loss_fn is None:
+            fn = self.sft_loss if self.objective == "sft" else self.dpo_loss
+            self._loss_fn = torch.compile(fn) if self.compile else fn
+        return self._loss_fn(batch)
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        loss = self.sft_loss(batch) if self.objective == "sft" else self.dpo_loss(batch)
+        loss = self._loss(batch)
         self.losses.append(loss.detach())
         self.log("train_loss", loss.detach(), batch_size=batch["input_ids"].shape[0])
         return loss
@@ -246,11 +264,30 @@ class PolicyModule(pl.LightningModule):
             {"params": [p for p in trainable if p.dim() >= 2], "weight_decay": self.weight_decay},
             {"params": [p for p in trainable if p.dim() < 2], "weight_decay": 0.0},
         ]
-        # Plain torch AdamW even under DeepSpeed: no fused-kernel JIT build on the GPU machine.
-        optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=self.lr, betas=(0.9, 0.95))
+        # Torch's AdamW even under DeepSpeed (no kernel JIT build on the GPU machine), as one fused kernel on CUDA;
+        # the CPU keeps the per-parameter loop, so CPU runs give the same weights as before.
+        fused = bool(trainable) and all(p.is_cuda for p in trainable) and self._unscaled()
+        optimizer = torch.optim.AdamW(
+            [g for g in groups if g["params"]], lr=self.lr, betas=(0.9, 0.95), **({"fused": True} if fused else {})
+        )
         warmup = self.warmup_steps
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / (warmup + 1)))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def _unscaled(self) -> bool:
+        """Whether gradients reach the optimizer final (no fp16 loss scale), so a fused AdamW may be clipped."""
+        trainer = self._trainer
+        return trainer is None or getattr(trainer.precision_plugin, "scaler", None) is None
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        # Lightning refuses to clip for a fused optimizer under autocast, in case it unscales internally; without a
+        # loss scale (bf16) the gradients are final and clipping them is the same arithmetic as for any optimizer.
+        # (DeepSpeed passes its own optimizer here and clips inside its engine: that path is left to Lightning.)
+        fused = isinstance(optimizer, torch.optim.Optimizer) and optimizer.defaults.get("fused")
+        if gradient_clip_val and fused and gradient_clip_algorithm in (None, "norm"):
+            torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val)
+            return
+        super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def loss_history(self, accumulate: int = 1) -> list[float]:
         """One loss per optimizer step (micro-batch losses averaged)."""

@@ -176,6 +176,7 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
         config.weight_decay,
         config.warmup_steps,
         config.dpo_beta,
+        config.compile,
     )
     loader = torch.utils.data.DataLoader(
         ExampleDataset(encoded, references),
@@ -233,6 +234,8 @@ def _quiet_lightning() -> None:
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
+    # PolicyModule overrides the clipping hook for a fused AdamW only; under DeepSpeed it leaves clipping to DeepSpeed.
+    warnings.filterwarnings("ignore", message=r".*DeepSpeed handles gradient clipping internally")
 
 
 def _resume_point(base: Any, config: TrainConfig, plan: StrategyPlan) -> tuple[str | None, int]:
@@ -254,10 +257,14 @@ class _TokenCounter(pl.Callback):
     """Counts the tokens (padding excluded) this rank trained on."""
 
     def __init__(self) -> None:
-        self.total = 0
+        self.counts: list[torch.Tensor] = []
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
-        self.total += int(batch["attention_mask"].sum())
+        self.counts.append(batch["attention_mask"].sum())  # read once at the end: no host sync per step
+
+    @property
+    def total(self) -> int:
+        return int(torch.stack(self.counts).sum()) if self.counts else 0
 
 
 def _save(trainer, module, trainable, plan: StrategyPlan, out: Path, result: TrainResult, examples, start) -> None:

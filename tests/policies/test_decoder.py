@@ -185,13 +185,19 @@ def test_triton_attention_matches_masked_sdpa():
 
     torch.manual_seed(0)
     cache = torch.randn(3, 2, 70, 300, 3, 64, device="cuda", dtype=torch.bfloat16)
-    q = torch.randn(64, 9, 64, device="cuda", dtype=torch.bfloat16)
-    lengths = torch.randint(1, 301, (64,), device="cuda")
-    lengths[:3] = torch.tensor([1, 64, 300])
-    fast_attend, reference = attention(cache, 0.125), masked_attention(cache.float(), 0.125)
+    reference_cache = cache.float()
+    angles = torch.randn(300, 64, device="cuda")
+    cos, sin = angles.cos().bfloat16(), angles.sin().bfloat16()
+    qkv = torch.randn(64, (9 + 2 * 3) * 64, device="cuda", dtype=torch.bfloat16)
+    positions = torch.randint(0, 300, (64,), device="cuda")
+    positions[:3] = torch.tensor([0, 63, 299])
+    fast_attend = attention(cache, 0.125, cos, sin, 9)
+    reference = masked_attention(reference_cache, 0.125, cos.float(), sin.float(), 9)
     assert fast_attend.__qualname__.startswith("_triton")
-    got, want = fast_attend(1, q, lengths), reference(1, q.float(), lengths)
+    got, want = fast_attend(1, qkv, positions), reference(1, qkv.float(), positions)
     assert torch.allclose(got.float(), want, atol=2e-2), (got.float() - want).abs().max()
+    # The new keys and values landed at each row's position of layer 1, and nowhere else.
+    assert torch.allclose(cache.float(), reference_cache, atol=2e-2), (cache.float() - reference_cache).abs().max()
 
 
 @pytest.mark.gpu

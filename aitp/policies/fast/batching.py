@@ -163,7 +163,7 @@ class _Batch:
             ids, lengths = _right_pad([self.prompt_ids[p] for p in group], self.device)
             slot_t = torch.tensor([s for s, _ in mine], device=self.device)
             source = torch.tensor([where[r // n] for _, r in mine], device=self.device)
-            logits = prefill(self.weights, eng.cache, ids, lengths, slot_t, source)
+            logits = prefill(self.weights, eng.cache, ids, lengths, slot_t, source, eng.fuse)
             for lo in range(0, len(mine), FIRST_TOKEN_ROWS):
                 self._start(mine[lo : lo + FIRST_TOKEN_ROWS], logits, source[lo : lo + FIRST_TOKEN_ROWS])
 

@@ -103,7 +103,7 @@ class Engine:
         self.out_tok = torch.zeros(slots, max_tokens + 1, dtype=torch.long, device=dev)
         self.out_lp = torch.zeros(slots, max_tokens + 1, dtype=torch.float32, device=dev)
         self.state = [self.tok, self.pos, self.gen, self.limit, self.done, self.uniform, self.out_tok, self.out_lp]
-        self.attend = attention(self.cache, weights.head_dim**-0.5)
+        self.attend = attention(self.cache, weights.head_dim**-0.5, weights.cos, weights.sin, weights.n_heads)
         self.captured: dict[tuple[int, float, float], torch.cuda.CUDAGraph] = {}
         self.pool = None
 
@@ -114,7 +114,7 @@ class Engine:
     def step(self, b: int, temperature: float, top_p: float) -> None:
         """Advance the first `b` slots by one token: attend, sample at the row's uniform, record, flag."""
         gen = self.gen[:b]
-        logits = decode(self.weights, self.cache, self.tok[:b], self.pos[:b], self.attend, self.fuse)
+        logits = decode(self.weights, self.tok[:b], self.pos[:b], self.attend, self.fuse)
         col = gen.clamp(max=self.max_tokens)[:, None]
         tokens, logprobs = self.fuse(pick)(logits, temperature, top_p, self.uniform[:b].gather(1, col)[:, 0])
         self.out_tok[:b].scatter_(1, col, tokens[:, None])

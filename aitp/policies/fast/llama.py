@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from aitp.policies.fast.attention import rotate, split_heads
+
 ROPE_TYPES = ("default", "linear", "llama3", "yarn")  # those whose frequencies do not change with length
 
 
@@ -115,85 +117,93 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     return weight * normed.to(x.dtype)
 
 
-def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotary embedding on (..., heads, head dim) with cos/sin broadcast over heads."""
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
-
-
 def swiglu(gate_up: Tensor) -> Tensor:
     """SiLU(gate) * up from the fused projection."""
     gate, up = gate_up.chunk(2, dim=-1)
     return F.silu(gate) * up
 
 
-def prefill(w: LlamaWeights, cache: Tensor, ids: Tensor, lengths: Tensor, slots: Tensor, source: Tensor) -> Tensor:
+def prefill(
+    w: LlamaWeights, cache: Tensor, ids: Tensor, lengths: Tensor, slots: Tensor, source: Tensor, fuse=lambda fn: fn
+) -> Tensor:
     """Run right-padded prompts `ids` (N, P) of `lengths`; write their keys/values into cache `slots`.
 
     Slot `slots[j]` receives prompt `source[j]` (a prompt sampled n times fills n slots from one
-    pass). Returns the logits after each prompt's last token, (N, V), in float32.
+    pass). Returns the logits after each prompt's last token, (N, V), in float32. `fuse` may compile
+    the pieces around the matmuls, as in `decode` (eager, their elementwise kernels over every
+    prompt token were most of a large batch's prefill time).
     """
     n, width = ids.shape
     x = F.embedding(ids, w.embed)
     cos, sin = w.cos[:width, None], w.sin[:width, None]
-    keys = torch.arange(width, device=ids.device)
-    # Causal within each prompt, and never onto its padding; padded queries see real keys only.
-    mask = (keys[None, :] <= keys[:, None])[None] & (keys[None, None, :] < lengths[:, None, None])
+    # Prompts are right-padded, so a causal mask alone keeps every real query off the padding: the
+    # padded queries' outputs and their cache entries are never read (decoding starts at each
+    # prompt's length and overwrites from there). Without an explicit mask SDPA can use flash attention.
     for i, layer in enumerate(w.layers):
-        q, k, v = attention_in(x, layer.ln_attn, layer.wqkv, layer.bqkv, cos, sin, w.eps, w.n_heads)
+        q, k, v = fuse(attention_in)(x, layer.ln_attn, layer.wqkv, layer.bqkv, cos, sin, w.eps, w.n_heads)
         cache[i, 0, slots, :width] = k[source]
         cache[i, 1, slots, :width] = v[source]
         out = F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask[:, None], enable_gqa=True
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True
         )
-        x = attention_out(
+        x = fuse(attention_out)(
             x, out.transpose(1, 2), layer.wo, layer.bo, layer.ln_mlp, layer.w_gate_up, layer.w_down, w.eps
         )
     return logits_out(x[torch.arange(n, device=ids.device), lengths - 1], w.norm, w.lm_head, w.eps).float()
 
 
+def project_in(x: Tensor, ln: Tensor, w: Tensor, b: Tensor | None, eps: float) -> Tensor:
+    """Norm and projection: the fused q/k/v of a layer, or the logits after the final norm."""
+    return F.linear(rms_norm(x, ln, eps), w, b)
+
+
 def attention_in(
     x: Tensor, ln: Tensor, wqkv: Tensor, bqkv: Tensor | None, cos: Tensor, sin: Tensor, eps: float, n_heads: int
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Norm, fused q/k/v projection and rotary embedding of one decode token per row: q, k, v."""
-    h = rms_norm(x, ln, eps)
-    qkv = F.linear(h, wqkv, bqkv)
-    head_dim = cos.shape[-1]
-    n_kv = (qkv.shape[-1] // head_dim - n_heads) // 2
-    q, k, v = qkv.unflatten(-1, (n_heads + 2 * n_kv, head_dim)).split([n_heads, n_kv, n_kv], dim=-2)
+    """Norm, fused q/k/v projection and rotary embedding: q, k, v (prefill)."""
+    q, k, v = split_heads(project_in(x, ln, wqkv, bqkv, eps), n_heads, cos.shape[-1])
     return rotate(q, cos, sin), rotate(k, cos, sin), v
 
 
 def attention_out(
     x: Tensor, o: Tensor, wo: Tensor, bo: Tensor | None, ln: Tensor, w_gate_up: Tensor, w_down: Tensor, eps: float
 ) -> Tensor:
-    """Output projection, residual, norm, SwiGLU MLP and residual of one decode token per row."""
+    """Output projection, residual, norm, SwiGLU MLP and residual."""
     x = x + F.linear(o.flatten(-2), wo, bo)
     return x + F.linear(swiglu(F.linear(rms_norm(x, ln, eps), w_gate_up)), w_down)
 
 
+def out_then_in(x: Tensor, o: Tensor, out_weights: tuple, ln_next: Tensor, w_next: Tensor, b_next, eps: float):
+    """A layer's output half, then the next projection (next layer's q/k/v, or the logits): (x, projection).
+
+    Compiled together, the last residual add and the next norm become one kernel.
+    """
+    x = attention_out(x, o, *out_weights, eps)
+    return x, project_in(x, ln_next, w_next, b_next, eps)
+
+
 def logits_out(x: Tensor, norm: Tensor, lm_head: Tensor, eps: float) -> Tensor:
     """Final norm and the vocabulary projection."""
-    return F.linear(rms_norm(x, norm, eps), lm_head)
+    return project_in(x, norm, lm_head, None, eps)
 
 
-def decode(w: LlamaWeights, cache: Tensor, tokens: Tensor, positions: Tensor, attend, fuse=lambda fn: fn) -> Tensor:
+def decode(w: LlamaWeights, tokens: Tensor, positions: Tensor, attend, fuse=lambda fn: fn) -> Tensor:
     """One token for each of the first b slots (b = len(tokens)) at its own position; (b, V) logits.
 
-    `attend(layer, q, lengths)` reads that layer's cache for the first b slots up to `lengths`;
-    `fuse` may compile the elementwise-heavy pieces around the matmuls (the cache writes and the
-    attention stay outside, so a compiled piece never copies the cache).
+    `attend(layer, qkv, positions)` rotates, writes that layer's cache for the first b slots and
+    attends up to each position; `fuse` may compile the pieces around the matmuls (the cache writes
+    and the attention stay outside, so a compiled piece never copies the cache).
     """
-    b = tokens.shape[0]
-    rows = torch.arange(b, device=tokens.device)
     x = F.embedding(tokens, w.embed)
-    cos, sin = w.cos[positions, None], w.sin[positions, None]
-    lengths = positions + 1
-    into, out_of, head = fuse(attention_in), fuse(attention_out), fuse(logits_out)
+    first = w.layers[0]
+    qkv = fuse(project_in)(x, first.ln_attn, first.wqkv, first.bqkv, w.eps)
+    step = fuse(out_then_in)
     for i, layer in enumerate(w.layers):
-        q, k, v = into(x, layer.ln_attn, layer.wqkv, layer.bqkv, cos, sin, w.eps, w.n_heads)
-        cache[i, 0, rows, positions] = k
-        cache[i, 1, rows, positions] = v
-        o = attend(i, q, lengths)
-        x = out_of(x, o, layer.wo, layer.bo, layer.ln_mlp, layer.w_gate_up, layer.w_down, w.eps)
-    return head(x, w.norm, w.lm_head, w.eps)
+        o = attend(i, qkv, positions)
+        out_weights = (layer.wo, layer.bo, layer.ln_mlp, layer.w_gate_up, layer.w_down)
+        if i + 1 < len(w.layers):
+            nxt = w.layers[i + 1]
+            x, qkv = step(x, o, out_weights, nxt.ln_attn, nxt.wqkv, nxt.bqkv, w.eps)
+        else:
+            x, qkv = step(x, o, out_weights, w.norm, w.lm_head, None, w.eps)
+    return qkv

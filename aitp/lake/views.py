@@ -63,19 +63,63 @@ CURATED_VIEWS: dict[str, str] = {
         SELECT *, tokens / nullif(n_kept_groups, 0)::DOUBLE AS tokens_per_kept_group,
                seconds / nullif(n_kept_groups, 0)::DOUBLE AS seconds_per_kept_group
         FROM c ORDER BY ALL""",
+    # New vs retained proofs per iteration and split: a theorem is new the first iteration any search of its split
+    # proved it, retained after; proof length is the shortest proof of the iteration.
     "proof_progress": """
         WITH proved AS (
-            SELECT DISTINCT experiment, iteration, theorem_id FROM proofs
-            WHERE verified IS DISTINCT FROM false),
+            SELECT experiment, iteration, split, theorem_id, min(n_steps) AS n_steps FROM proofs
+            WHERE verified IS DISTINCT FROM false GROUP BY ALL),
         first AS (
-            SELECT experiment, theorem_id, min(iteration) AS first_iteration FROM proved GROUP BY ALL),
+            SELECT experiment, split, theorem_id, min(iteration) AS first_iteration FROM proved GROUP BY ALL),
         per AS (
-            SELECT p.experiment, p.iteration, count(*) AS n_proved,
+            SELECT p.experiment, p.iteration, p.split, count(*) AS n_proved,
                    count(*) FILTER (WHERE f.first_iteration = p.iteration) AS n_new,
-                   count(*) FILTER (WHERE f.first_iteration < p.iteration) AS n_retained
-            FROM proved p JOIN first f USING (experiment, theorem_id) GROUP BY ALL)
-        SELECT *, sum(n_new) OVER (PARTITION BY experiment ORDER BY iteration) AS n_proved_to_date
+                   count(*) FILTER (WHERE f.first_iteration < p.iteration) AS n_retained,
+                   avg(p.n_steps) AS mean_proof_length
+            FROM proved p JOIN first f ON f.experiment = p.experiment AND f.theorem_id = p.theorem_id
+                AND f.split IS NOT DISTINCT FROM p.split
+            GROUP BY ALL)
+        SELECT experiment, iteration, split, n_proved, n_new, n_retained,
+               sum(n_new) OVER (PARTITION BY experiment, split ORDER BY iteration) AS n_proved_to_date,
+               mean_proof_length
         FROM per ORDER BY ALL""",
+    # Per iteration and split: searched, proved (Wilson 95 %), new vs retained and proof length (`proof_progress`),
+    # the rate of tactics the prover accepted, and the search's cost per proof. On `valid` the searches are the
+    # iteration's evaluation of its challenger; on `train` the exploring search of the iteration's slice.
+    "proof_search": f"""
+        WITH roots AS (
+            SELECT experiment, iteration, split, search_id, theorem_id FROM proof_nodes WHERE is_root),
+        searched AS (
+            SELECT experiment, iteration, split, count(DISTINCT theorem_id) AS n_searched FROM roots GROUP BY ALL),
+        expanded AS (
+            SELECT r.experiment, r.iteration, r.split, count(*) AS expansions
+            FROM proof_nodes n JOIN roots r USING (experiment, iteration, search_id)
+            WHERE n.expanded_at_step IS NOT NULL GROUP BY ALL),
+        tactics AS (
+            SELECT r.experiment, r.iteration, r.split, count(*) AS n_tactics,
+                   count(*) FILTER (WHERE e.outcome = 'success') AS n_valid_tactics,
+                   sum(coalesce(e.latency_s, 0)) AS prover_seconds
+            FROM proof_edges e JOIN roots r USING (experiment, iteration, search_id) GROUP BY ALL),
+        j AS (
+            SELECT s.experiment, s.iteration, s.split, s.n_searched, coalesce(p.n_proved, 0) AS n_proved,
+                   coalesce(p.n_new, 0) AS n_new, coalesce(p.n_retained, 0) AS n_retained,
+                   coalesce(p.n_proved_to_date, 0) AS n_proved_to_date, p.mean_proof_length,
+                   t.n_tactics, t.n_valid_tactics, coalesce(x.expansions, 0) AS expansions,
+                   coalesce(t.prover_seconds, 0) AS prover_seconds, {Z95}::DOUBLE AS z
+            FROM searched s LEFT JOIN proof_progress p USING (experiment, iteration, split)
+            LEFT JOIN tactics t USING (experiment, iteration, split)
+            LEFT JOIN expanded x USING (experiment, iteration, split)),
+        r AS (SELECT *, n_proved / nullif(n_searched, 0)::DOUBLE AS proof_rate FROM j)
+        SELECT experiment, iteration, split, n_searched, n_proved, proof_rate,
+               (proof_rate + z*z/(2*n_searched) - z*sqrt(proof_rate*(1-proof_rate)/n_searched
+                   + z*z/(4*n_searched*n_searched))) / (1 + z*z/n_searched) AS ci95_low,
+               (proof_rate + z*z/(2*n_searched) + z*sqrt(proof_rate*(1-proof_rate)/n_searched
+                   + z*z/(4*n_searched*n_searched))) / (1 + z*z/n_searched) AS ci95_high,
+               n_new, n_retained, n_proved_to_date, mean_proof_length,
+               n_valid_tactics / nullif(n_tactics, 0)::DOUBLE AS valid_tactic_rate,
+               expansions / nullif(n_proved, 0)::DOUBLE AS expansions_per_proof,
+               prover_seconds / nullif(n_proved, 0)::DOUBLE AS prover_seconds_per_proof
+        FROM r ORDER BY ALL""",
     "lineage": """
         WITH train AS (
             SELECT experiment, iteration, count(DISTINCT (item_id, group_id)) AS train_groups,

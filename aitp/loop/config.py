@@ -147,6 +147,14 @@ class ProvingConfig(BaseModel):
     """Epochs of the tactic ranker per training."""
     learn: bool = True
     """False is the control: every challenger is the untrained models."""
+    train_command: list[str] | None = Field(None, min_length=1)
+    """The seed's `train_after_eval`: a user's training command (an argv list; placeholders {home} {lake}
+    {experiment} {iteration} {out}) run instead of the built-in refit; the checkpoint it writes into {out} is
+    validated, registered and gated like ours (`aitp.proving.external_training`). None: the built-in refit."""
+    train_command_timeout_s: float = Field(3600.0, gt=0.0)
+    first_champion: Literal["untrained", "trained"] = "untrained"
+    """untrained: iteration 0 registers and evaluates the untrained models (no search, no training), so every
+    gain is measured from the untrained start; trained: iteration 0 searches a slice and trains like the rest."""
 
 
 REASONING_ONLY = ("tasks", "demonstrations_per_task", "warm_start", "self_train", "eval", "system_prompt", "policy")

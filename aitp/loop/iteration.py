@@ -97,11 +97,12 @@ def run_iteration(
 
     if env.commits_items(iteration):
         timed("items", steps.items, run, iteration)
-    kept_rate = None
+    kept_rate, acted = None, {}
     if env.acts(iteration):
         _act(run, iteration, base, client, steps, on_event, timed)
         summary = stages.act_summary(run, iteration)
         kept_rate = summary.kept_rate
+        acted = {f"loop/act/{k}": float(v) for k, v in summary.details.items() if _is_number(v)}
         on_event("rollouts", {"iteration": iteration, **summary.details, "text": summary.text})
         stages.record(run, iteration, stage="rollouts", kept_group_rate=kept_rate)
         if not summary.kept:
@@ -129,11 +130,16 @@ def run_iteration(
             "loop/promoted": float(decision["promoted"]),
             "loop/seconds": time.perf_counter() - started,
             **({"loop/kept_group_rate": kept_rate} if kept_rate is not None else {}),
+            **acted,  # the environment's own figures of what acting produced (ActSummary.details)
         },
         step=iteration,
     )
     done = {"decision": decision, "eval": result.metrics()}
     return _finish(run, iteration, steps, on_event, done, kept_group_rate=kept_rate, **champion)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _act(run: LoopRun, iteration: int, base: Any, client: Any, steps: Stages, on_event: Event, timed) -> None:

@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -32,11 +32,10 @@ from aitp.proving.traces import TRACE_TABLES
 
 SHARD_RETRIES = 2  # a shard whose worker died (a crashed prover, a killed process) is searched again
 
-_SUMMARY_SQL = """
-    SELECT (SELECT count(DISTINCT theorem_id) FROM proof_nodes
-            WHERE experiment = $e AND iteration = $k AND is_root AND split = 'train'),
-           (SELECT count(DISTINCT theorem_id) FROM proofs
-            WHERE experiment = $e AND iteration = $k AND verified AND split = 'train')"""
+_FIGURES_SQL = """
+    SELECT n_searched, n_proved, proof_rate, ci95_low, ci95_high, n_new, n_retained, n_proved_to_date,
+           mean_proof_length, valid_tactic_rate, expansions_per_proof, prover_seconds_per_proof
+    FROM proof_search WHERE experiment = $e AND iteration = $k AND split = $s"""
 
 
 @dataclass(frozen=True)
@@ -163,16 +162,24 @@ class ProverEnvironment:
             iteration=iteration,
         )
 
+    @property
+    def starts_untrained(self) -> bool:
+        """Whether iteration 0 only registers the untrained models (the first champion every gain is measured from)."""
+        return self.proving.first_champion == "untrained"
+
     def acts(self, iteration: int) -> bool:
-        return True
+        return iteration > 0 or not self.starts_untrained
 
     def commits_items(self, iteration: int) -> bool:
-        return True
+        return self.acts(iteration)
 
     def items(self, iteration: int) -> Sequence[Theorem]:
         from aitp.proving.learning import train_slice
 
-        return train_slice(self.library, iteration, self.proving.train_slice, self.config.seed)
+        if not self.acts(iteration):
+            return []
+        index = iteration - 1 if self.starts_untrained else iteration  # the first searching iteration: slice 0
+        return train_slice(self.library, index, self.proving.train_slice, self.config.seed)
 
     def item_rows(self, items: Sequence[Theorem]) -> list[dict[str, Any]]:
         return [
@@ -212,35 +219,74 @@ class ProverEnvironment:
         return {table: [row for r in results for row in r["rows"].get(table, [])] for table in TRACE_TABLES}
 
     def summarize(self, home: Path, experiment: str, iteration: int) -> ActSummary:
-        """Train theorems searched and proved (re-checked) in the iteration's committed traces."""
-        from aitp.lake import connect
+        """The iteration's train-slice figures from the `proof_search` view: searched, proved (re-checked), new vs
+        retained, proved to date, proof length, valid-tactic rate, expansions and prover seconds per proof."""
 
-        con = connect(home)
-        try:
-            searched, proved = con.execute(_SUMMARY_SQL, {"e": experiment, "k": iteration}).fetchone()
-        finally:
-            con.close()
-        searched, proved = searched or 0, proved or 0
-        details = {
-            "theorems_searched": searched,
-            "theorems_proved": proved,
-            "proof_rate": proved / searched if searched else None,
-        }
+        figures = search_figures(home, experiment, iteration, "train")
+        searched, proved = int(figures.get("n_searched", 0)), int(figures.get("n_proved", 0))
+        details = {"theorems_searched": searched, "theorems_proved": proved, **figures}
         why = "no train theorem of the slice was proved: widen proving.train_tactics_per_goal or train_expansions"
         text = f"proved {proved}/{searched} train theorems (re-checked)"
         return ActSummary(units=searched, kept=proved, details=details, nothing_kept=why, text=text)
 
     def train(self, home: Path, experiment: str, iteration: int, base: PolicySpec, out: Path) -> Path:
-        """The shortest re-checked proof per train theorem so far (SQL), then the rankers refitted on them."""
+        """The shortest re-checked proof per train theorem so far (SQL), then the rankers refitted on them.
+
+        An iteration that does not search (iteration 0 of an untrained start) saves the untrained models.
+        """
+        from aitp.proving.prover_models import ProverModels
         from aitp.proving.prover_training import train_prover_models
         from aitp.proving.training_data import select_training_data
 
+        if not self.acts(iteration):
+            untrained = ProverModels.untrained(self.proving.backend, self.library)
+            untrained.record = {"untrained": True, "seed": self.config.seed}
+            untrained.save(out)
+            return out
+        if self.proving.train_command:
+            return self._train_externally(home, experiment, iteration, out)
         data = select_training_data(home, experiment, iteration, self.library)
         models = train_prover_models(
             data, self.library, epochs=self.proving.epochs, seed=self.config.seed, learn=self.proving.learn
         )
         models.save(out)
         return out
+
+    def _train_externally(self, home: Path, experiment: str, iteration: int, out: Path) -> Path:
+        """Run the user's training command into `out`; its checkpoint is validated before the engine registers it."""
+        import shutil
+
+        from aitp.proving.external_training import TrainCommand, train_after_eval, update_checkpoints
+
+        if out.exists():  # this iteration's own directory, left incomplete by a run killed mid-command
+            shutil.rmtree(out)
+        command = TrainCommand(list(self.proving.train_command or []), timeout_s=self.proving.train_command_timeout_s)
+        update_checkpoints(train_after_eval(command, home, experiment, iteration, out), self.library)
+        return out
+
+
+def search_figures(home: Path, experiment: str, iteration: int, split: str) -> dict[str, float]:
+    """The iteration's `proof_search` figures of one split (numbers only: what MLflow takes)."""
+    from aitp.lake import connect
+
+    con = connect(home)
+    try:
+        cur = con.execute(_FIGURES_SQL, {"e": experiment, "k": iteration, "s": split})
+        found, names = cur.fetchone(), [d[0] for d in cur.description]
+    finally:
+        con.close()
+    figures = dict(zip(names, found, strict=True)) if found else {}
+    return {k: float(v) for k, v in figures.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+@dataclass
+class ProofEvalResult(EvalResult):
+    """An evaluation by proof search: the proof rate, and the search's figures (logged to MLflow beside it)."""
+
+    search: dict[str, float] = field(default_factory=dict)
+
+    def metrics(self) -> dict[str, float]:
+        return {**super().metrics(), **{f"search/{k}": v for k, v in self.search.items()}}
 
 
 class ProofEvaluator:
@@ -317,12 +363,16 @@ class ProofEvaluator:
             "format_error_rate": 0.0,
             "mean_completion_tokens": 0.0,  # a search writes no tokens
         }
-        result = EvalResult(experiment, iteration, version, self.eval_name, [row], samples, seconds)
+        result = ProofEvalResult(experiment, iteration, version, self.eval_name, [row], samples, seconds)
         shard = f"{self.env.proving.eval_name}-{version}"[:64]
         meta = {"eval_name": self.eval_name, "model_version": version}
-        # per-theorem rows first: the aggregate `evals` commit is what marks the evaluation as done
+        # the valid searches' traces (split = valid: training data never selects them) for the `proof_search`
+        # view and replay pages, then per-theorem rows: the aggregate `evals` commit marks the evaluation as done
+        for table in TRACE_TABLES:
+            write_partition(home, table, experiment, iteration, out["rows"].get(table, []), shard=shard)
         write_partition(home, "eval_samples", experiment, iteration, [{**s, **meta} for s in samples], shard=shard)
         write_partition(
             home, "evals", experiment, iteration, [{**row, **meta, "split": "valid", "seconds": seconds}], shard=shard
         )
+        result.search = search_figures(home, experiment, iteration, "valid")
         return result

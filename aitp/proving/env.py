@@ -113,6 +113,11 @@ class ProverEnv(ABC):
     def _replace(self) -> None:
         """Replace a crashed prover session with a fresh one."""
 
+    def recover(self) -> None:
+        """Count a crash outside a tactic (opening a theorem, re-checking a proof) and replace the session."""
+        self.crashes += 1
+        self._replace()
+
     @abstractmethod
     def check_proof(self, theorem: Theorem, proof: ProofStep) -> CheckResult:
         """Rebuild the theorem from `proof` in a fresh state and check it against the original statement."""

@@ -17,6 +17,7 @@ import numpy as np
 
 from aitp.paired import PairedGain, paired_bootstrap
 from aitp.proving.env import ProverEnv, Theorem
+from aitp.proving.errors import ProverCrashedError
 from aitp.proving.search.base import Search, TacticPolicy
 from aitp.proving.theorem_set import TheoremSet, split_of
 from aitp.proving.traces import merge_rows, trace_rows, write_traces
@@ -84,10 +85,18 @@ def search_theorems(
     iteration: int = 0,
     model_version: str = "",
 ) -> SearchOutcome:
-    """Search each theorem once with `policy`; every proof is re-checked by the prover (the search does it)."""
+    """Search each theorem once with `policy`; every proof is re-checked by the prover (the search does it).
+
+    A prover that dies inside a tactic is an error edge of the search (`ProverEnv.run_tactic`); one that dies
+    between tactics is replaced and the theorem searched again, so no theorem of the list is lost.
+    """
     attempts, parts = [], []
     for theorem in theorems:
-        result = search.run(env, theorem, policy)
+        try:
+            result = search.run(env, theorem, policy)
+        except ProverCrashedError:  # died outside a tactic: a fresh session searches the theorem again, once
+            env.recover()
+            result = search.run(env, theorem, policy)
         attempts.append(
             Attempt(
                 theorem.name,

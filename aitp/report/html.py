@@ -1,4 +1,4 @@
-"""One self-contained HTML report of an experiment: iterations, promotions, pass rates, plot, sample rollouts.
+"""One self-contained HTML report of an experiment: iterations, promotions, pass rates, proofs, plot, samples.
 
 Self-contained means one file that opens offline: inline CSS, the plot as a data URI, no scripts.
 Everything from the lake is HTML-escaped: completions are model output and may hold any markup.
@@ -224,6 +224,7 @@ def _samples_section(samples: list[dict[str, Any]]) -> str:
 def write_report(home: Any, experiment: str, out: Path, registry_aliases: dict[str, str] | None = None) -> Path:
     """Write the experiment's one-file HTML report to `out` (whole or not at all); return its path."""
     from aitp.lake import connect
+    from aitp.report.proofs import proof_section, read_proof_search
 
     con = connect(home, read_only=True)
     try:
@@ -231,6 +232,7 @@ def write_report(home: Any, experiment: str, out: Path, registry_aliases: dict[s
         iterations = read_iterations(con, experiment)
         table = table_from_connection(con, experiment)
         samples = _sample_rollouts(con, experiment)
+        proving = read_proof_search(con, experiment)
     finally:
         con.close()
     kept = {r["iteration"]: r["kept_group_rate"] for r in table}  # filled from the rollouts where the row lacks it
@@ -243,6 +245,7 @@ def write_report(home: Any, experiment: str, out: Path, registry_aliases: dict[s
             _iterations_section(iterations),
             _timeline_section(iterations),
             _pass_rate_section(table),
+            proof_section(home, experiment, proving, Path(out)),
             f'<h2>Plot</h2><img alt="pass rate per task over iterations" src="data:image/png;base64,{png}">',
             _samples_section(samples),
         ]

@@ -99,3 +99,77 @@ def test_lineage_links_training_data_checkpoint_and_evaluation(con):
 def test_every_table_and_view_is_described(con):
     described = {name: kind for name, kind, _ in describe(con)}
     assert described == {**dict.fromkeys(TABLES, "table"), **dict.fromkeys(CURATED_VIEWS, "view")}
+
+
+def test_proof_search_figures_per_iteration_and_split(tmp_path):
+    """Two iterations of searches on two splits: proved, new vs retained per split, cost per proof."""
+
+    def search(it, split, theorem, expanded, tactics, steps):
+        sid = f"{theorem}-{it}"
+        nodes = [
+            {
+                "theorem_id": theorem,
+                "search_id": sid,
+                "node_id": f"{sid}-{i}",
+                "is_root": i == 0,
+                "split": split,
+                "expanded_at_step": i if i < expanded else None,
+            }
+            for i in range(expanded + 1)
+        ]
+        edges = [
+            {
+                "theorem_id": theorem,
+                "search_id": sid,
+                "edge_id": f"{sid}-e{i}",
+                "src_node_id": f"{sid}-0",
+                "outcome": outcome,
+                "latency_s": 0.5,
+            }
+            for i, outcome in enumerate(tactics)
+        ]
+        proofs = (
+            []
+            if steps is None
+            else [
+                {
+                    "theorem_id": theorem,
+                    "proof_id": sid,
+                    "search_id": sid,
+                    "verified": True,
+                    "split": split,
+                    "n_steps": steps,
+                }
+            ]
+        )
+        return nodes, edges, proofs
+
+    plan = {  # iteration -> searches (split, theorem, expansions, tactic outcomes, proof steps or None)
+        0: [("train", "A", 2, ["success", "error"], 1), ("valid", "V", 4, ["error"] * 4, None)],
+        1: [
+            ("train", "A", 1, ["success"], 3),
+            ("train", "B", 3, ["success", "error", "error"], 1),
+            ("valid", "V", 2, ["success", "success"], 2),
+        ],
+    }
+    for it, searches in plan.items():
+        parts = [search(it, *s) for s in searches]
+        for table, k in (("proof_nodes", 0), ("proof_edges", 1), ("proofs", 2)):
+            write_partition(tmp_path, table, "p", it, [row for part in parts for row in part[k]])
+    con = connect(tmp_path)
+    try:
+        rows = con.execute(
+            "SELECT iteration, split, n_searched, n_proved, n_new, n_retained, n_proved_to_date, mean_proof_length,"
+            " valid_tactic_rate, expansions_per_proof, prover_seconds_per_proof, ci95_low, ci95_high"
+            " FROM proof_search ORDER BY iteration, split"
+        ).fetchall()
+    finally:
+        con.close()
+    assert [r[:11] for r in rows] == [
+        (0, "train", 1, 1, 1, 0, 1, 1.0, 0.5, 2.0, 1.0),
+        (0, "valid", 1, 0, 0, 0, 0, None, 0.0, None, None),
+        (1, "train", 2, 2, 1, 1, 2, 2.0, 0.5, 2.0, 1.0),
+        (1, "valid", 1, 1, 1, 0, 1, 2.0, 1.0, 2.0, 1.0),
+    ]
+    for _it, _split, n, k, *_, low, high in rows:
+        assert (low, high) == pytest.approx(_wilson(k, n))

@@ -31,27 +31,12 @@ PROVE = {
 }
 
 
-@pytest.fixture(scope="module")
-def bool_theorems(tmp_path_factory):
-    """A JSONL theorem set of 6 train and 6 valid theorems of Coq's Bool library (extracted once, ~10 s)."""
-    from tests.proving.cases import require
-
-    require("coq")
-    from aitp.proving.theorem_set import TheoremSet
-    from aitp.proving.theorems import load_theorem_set
-
-    root = tmp_path_factory.mktemp("bool-theorems")
-    library = load_theorem_set("coq-stdlib", home=root)
-    pick = [t for t in library.split("train") if t.module == "Coq.Bool.Bool"][10:16]
-    pick += [t for t in library.split("valid") if t.module == "Coq.Bool.Bool"][:6]
-    small = TheoremSet("bool-mini", "coq", pick, library.premise_names, library.version)
-    path = root / "bool-mini.jsonl"
-    small.save(path)
-    return path
-
-
 def test_the_shipped_proving_configs_load():
-    for name, backend in (("prove-coq.yaml", "coq"), ("prove-hol.yaml", "hol-light")):
+    for name, backend in (
+        ("prove-coq.yaml", "coq"),
+        ("prove-coq-control.yaml", "coq"),
+        ("prove-hol.yaml", "hol-light"),
+    ):
         path = REPO / "configs" / name
         assert (
             path.read_text()
@@ -61,6 +46,7 @@ def test_the_shipped_proving_configs_load():
         config = load_config(LoopConfig, path)
         assert config.environment == "proving" and config.proving.backend == backend
         assert config.iterations >= 4
+        assert config.proving.learn == (name != "prove-coq-control.yaml")  # the control learns nothing
         recorded = config.model_dump(mode="json")
         assert "tasks" not in recorded and LoopConfig.model_validate(recorded) == config  # the record reloads
 
@@ -82,6 +68,8 @@ def test_reasoning_keys_are_refused_for_proving_and_proving_keys_for_reasoning(t
 
 
 def test_the_prover_environment_implements_the_protocol(tmp_path, bool_theorems):
+    from aitp.proving.learning import train_slice
+
     config = LoopConfig.model_validate({**PROVE, "proving": {**PROVE["proving"], "theorems": str(bool_theorems)}})
     env = LoopRun(tmp_path, config).environment
     assert isinstance(env, ProverEnvironment)
@@ -89,40 +77,142 @@ def test_the_prover_environment_implements_the_protocol(tmp_path, bool_theorems)
         assert hasattr(env, name), name
     for name in ("acts", "commits_items", "items", "item_rows", "act", "summarize", "train"):
         assert callable(getattr(env, name)), name
-    assert env.acts(0) and env.commits_items(0)
-    assert [t.name for t in env.items(0)] == [t.name for t in env.items(0)] and len(env.items(0)) == 6
+    # an untrained start: iteration 0 neither searches nor commits items; iteration 1 searches the first slice
+    assert not env.acts(0) and not env.commits_items(0) and list(env.items(0)) == []
+    assert env.acts(1) and [t.name for t in env.items(1)] == [t.name for t in train_slice(env.library, 0, 6, 0)]
+    assert [t.name for t in env.items(1)] == [t.name for t in env.items(1)] and len(env.items(1)) == 6
+    trained = config.model_copy(update={"proving": config.proving.model_copy(update={"first_champion": "trained"})})
+    env = LoopRun(tmp_path, trained).environment
+    assert env.acts(0) and env.commits_items(0) and [t.name for t in env.items(0)] == [t.name for t in env.items(1)]
 
 
-def test_one_proving_iteration_runs_in_process_without_prefect(tmp_path, monkeypatch, bool_theorems):
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+@pytest.fixture(scope="module")
+def two_iterations(tmp_path_factory, bool_theorems):
+    """Iterations 0 (the untrained models registered as first champion) and 1 (search, train, eval) in process."""
+    home = tmp_path_factory.mktemp("prove-loop")
     data = copy.deepcopy(PROVE)
     data["proving"]["theorems"] = str(bool_theorems)
-    run = open_experiment(tmp_path, LoopConfig.model_validate(data))
-    row = run_iteration(run, 0)
-    assert row["status"] == "done" and row["promoted"] and row["champion_version"] == "1", row
-    con = connect(tmp_path)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        run = open_experiment(home, LoopConfig.model_validate(data))
+        rows = [run_iteration(run, 0), run_iteration(run, 1)]
+        yield home, run, rows
+
+
+def _one(home, sql):
+    con = connect(home)
     try:
-        searched = con.execute("SELECT count(DISTINCT theorem_id) FROM proof_nodes WHERE is_root").fetchone()[0]
-        proved = con.execute("SELECT count(*) FROM proofs WHERE verified AND split = 'train'").fetchone()[0]
-        n_items, n_pass, rate = con.execute("SELECT n_items, n_pass, pass_rate FROM evals").fetchone()
-        samples = con.execute("SELECT count(*), count(*) FILTER (WHERE passed) FROM eval_samples").fetchone()
+        return con.execute(sql).fetchall()
     finally:
         con.close()
-    assert searched == 6 and proved >= 1  # one committed chunk, searched over Dask
-    assert n_items == 6 and samples == (6, n_pass) and rate == row["eval_pass_rate"] == n_pass / 6
-    record = run.registry.get("prove-mini", "champion")
-    assert (tmp_path / "checkpoints" / "prove-mini" / "iter-000" / "prover_models.json").is_file()
-    assert record.model_version == row["model_out"]
-    gain = champion_gain(tmp_path, "prove-mini")  # paired over the valid theorems' eval_samples
-    assert gain.n_items == 6 and gain.gain == 0.0
-    assert run_iteration(run, 0)["model_out"] == row["model_out"]  # done: reused
 
+
+def test_iteration_0_registers_the_untrained_models_as_first_champion(two_iterations):
+    import json
+
+    home, run, (first, _) = two_iterations
+    assert first["status"] == "done" and first["promoted"] and first["champion_version"] == "1", first
+    assert _one(home, "SELECT count(*) FROM proof_nodes WHERE iteration = 0 AND split = 'train'") == [(0,)]
+    assert _one(home, "SELECT count(*) FROM items WHERE iteration = 0") == [(0,)]  # nothing searched, no items
+    record = json.loads((home / "checkpoints" / "prove-mini" / "iter-000" / "training.json").read_text())
+    assert record["untrained"] is True
+    (rate,) = _one(home, "SELECT pass_rate FROM evals WHERE iteration = 0")[0]
+    assert rate == first["eval_pass_rate"] == first["champion_pass_rate"]
+
+
+def test_a_proving_iteration_searches_trains_evaluates_and_gates(two_iterations):
+    home, run, (first, row) = two_iterations
+    assert row["status"] == "done" and row["model_in"] == first["model_out"] != row["model_out"], row
+    searched = _one(home, "SELECT count(DISTINCT theorem_id) FROM proof_nodes WHERE is_root AND split = 'train'")
+    proved = _one(home, "SELECT count(*) FROM proofs WHERE verified AND split = 'train'")
+    assert searched == [(6,)] and proved[0][0] >= 1  # one committed chunk, searched over Dask
+    n_items, n_pass, rate = _one(home, "SELECT n_items, n_pass, pass_rate FROM evals WHERE iteration = 1")[0]
+    samples = _one(home, "SELECT count(*), count(*) FILTER (WHERE passed) FROM eval_samples WHERE iteration = 1")
+    assert n_items == 6 and samples == [(6, n_pass)] and rate == row["eval_pass_rate"] == n_pass / 6
+    assert (home / "checkpoints" / "prove-mini" / "iter-001" / "prover_models.json").is_file()
+    gain = champion_gain(home, "prove-mini")  # paired over the valid theorems' eval_samples
+    assert gain.n_items == 6 and gain.gain == (row["champion_pass_rate"] - first["eval_pass_rate"])
+    assert run_iteration(run, 1)["model_out"] == row["model_out"]  # done: reused
+
+
+def test_proof_search_figures_reach_the_lake_mlflow_and_the_report(two_iterations):
+    from aitp.report.html import write_report
+
+    home, run, (first, row) = two_iterations
+    figures = _one(
+        home,
+        "SELECT iteration, split, n_searched, n_proved, n_new + n_retained, expansions_per_proof IS NOT NULL"
+        " FROM proof_search ORDER BY ALL",
+    )
+    valid_proved = _one(home, "SELECT iteration, n_pass FROM evals ORDER BY iteration")
+    assert [(f[0], f[3]) for f in figures if f[1] == "valid"] == valid_proved  # the eval's searches are in the lake
+    assert all(f[2] == 6 and f[3] == f[4] and f[5] == (f[3] > 0) for f in figures)
+    metrics = run.registry.client.get_run(row["mlflow_run_id"]).data.metrics
+    assert metrics["loop/act/theorems_searched"] == 6 and "loop/act/n_proved_to_date" in metrics
+    assert metrics["eval/challenger/search/n_searched"] == 6
+    out = write_report(home, "prove-mini", home / "report.html")
+    page = out.read_text()
+    assert "<h2>Proof search</h2>" in page
+    links = [p for p in (home / "report-proofs").iterdir()]
+    n_proofs = _one(home, "SELECT count(*) FROM proofs WHERE verified")[0][0]
+    assert len(links) == n_proofs >= 1 and all(f"report-proofs/{p.name}" in page for p in links)
+
+
+def test_no_valid_theorem_or_unchecked_proof_reaches_training_data(two_iterations):
+    from aitp.proving.theorem_set import split_of
+    from aitp.proving.training_data import select_training_data
+
+    home, run, _ = two_iterations
+    env = run.environment
+    # the lake does hold valid-split searches and proofs (the evaluations'), and failed searches of train theorems
+    assert _one(home, "SELECT count(*) > 0 FROM proofs WHERE split = 'valid' AND verified") == [(True,)]
+    data = select_training_data(home, "prove-mini", 1, env.library)
+    checked = {t for (t,) in _one(home, "SELECT DISTINCT theorem_id FROM proofs WHERE verified AND split = 'train'")}
+    names = {ex.theorem for ex in data.tactics} | {p.theorem for p in data.premises}
+    assert data.tactics and names
+    valid = {t.name for t in env.evaluator.valid}
+    assert not names & valid and all(split_of(n) == "train" for n in names)
+    assert {f"coq:{n}" for n in {ex.theorem for ex in data.tactics}} <= checked  # only re-checked proofs
+
+
+def test_a_cut_prover_checkpoint_is_refused(two_iterations, tmp_path):
     import shutil
 
     from aitp.train.checkpoint import CheckpointError, verify_checkpoint
 
-    cut = shutil.copytree(tmp_path / "checkpoints" / "prove-mini" / "iter-000", tmp_path / "cut")
+    home, _, _ = two_iterations
+    cut = shutil.copytree(home / "checkpoints" / "prove-mini" / "iter-001", tmp_path / "cut")
     assert verify_checkpoint(cut) == "prover"
     (cut / "tactic_ranker.npy").unlink()
     with pytest.raises(CheckpointError, match="tactic_ranker.npy"):  # the registry will not take it
         verify_checkpoint(cut)
+
+
+def test_the_control_is_the_learning_run_with_learning_switched_off():
+    learn, control = (
+        load_config(LoopConfig, REPO / "configs" / n) for n in ("prove-coq.yaml", "prove-coq-control.yaml")
+    )
+    assert control.proving.model_copy(update={"learn": True}) == learn.proving
+    assert control.model_copy(update={"experiment": learn.experiment, "proving": learn.proving}) == learn
+
+
+@pytest.mark.slow  # a second two-iteration run on real Coq (~60 s on 2 cores)
+def test_train_after_eval_checkpoints_are_registered_and_gated(tmp_path, monkeypatch, bool_theorems):
+    import json
+    import sys
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    data = copy.deepcopy(PROVE)
+    command = [sys.executable, "-m", "aitp.proving.retrain", "--home", "{home}", "--experiment", "{experiment}"]
+    command += ["--iteration", "{iteration}", "--out", "{out}", "--theorems", str(bool_theorems), "--epochs", "2"]
+    data["proving"].update(theorems=str(bool_theorems), train_command=command)
+    run = open_experiment(tmp_path, LoopConfig.model_validate(data))
+    first, row = run_iteration(run, 0), run_iteration(run, 1)
+    out = tmp_path / "checkpoints" / "prove-mini" / "iter-001"
+    assert json.loads((tmp_path / "checkpoints" / "prove-mini" / "iter-001.log").read_text())["version"]
+    assert json.loads((out / "training.json").read_text())["data"]["proofs"] >= 1  # the command's own record
+    registered = run.registry.get("prove-mini", "challenger")
+    assert registered.version == "2" and registered.model_version == row["model_out"] != first["model_out"]
+    (rate,) = _one(tmp_path, f"SELECT pass_rate FROM evals WHERE model_version = '{row['model_out']}'")[0]
+    assert rate == row["eval_pass_rate"] and row["promote_reason"]  # evaluated and gated like ours
+    assert row["promoted"] == (rate > first["eval_pass_rate"])

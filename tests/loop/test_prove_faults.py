@@ -1,0 +1,137 @@
+"""The proving loop SIGKILLed mid-search and mid-training, then resumed, ends like an uninterrupted run; a prover
+session killed mid-search is replaced and no theorem of its shard is lost."""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from aitp.lake import committed_shards, connect, read_iteration
+from aitp.train.checkpoint import CheckpointError, checkpoint_dir, verify_checkpoint
+from tests.loop.helpers import env, run_aitp, run_and_kill
+from tests.loop.test_proving import PROVE
+
+pytestmark = pytest.mark.slow  # real processes: a Prefect server, Coq, a killed `aitp run`
+
+EXPERIMENT = PROVE["experiment"]
+TABLES = ("items", "proof_nodes", "proof_edges", "proofs", "evals", "eval_samples", "iterations")
+
+
+@pytest.fixture(scope="module")
+def prove_config(bool_theorems, tmp_path_factory) -> Path:
+    """Iterations 0 (untrained), 1 and 2 over two chunks of 3 theorems; 40 epochs so training lasts a moment."""
+    data = copy.deepcopy(PROVE)
+    data["iterations"] = 2
+    data["rollouts"] = {"chunk_items": 3, "workers": 1}
+    data["proving"].update(theorems=str(bool_theorems), epochs=40)
+    path = tmp_path_factory.mktemp("prove-config") / "prove.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _args(config: Path, home: Path) -> list[str]:
+    return ["run", "--config", str(config), "--home", str(home), "--no-report"]
+
+
+def _resume(home: Path, prefect_server: str) -> None:
+    done = run_aitp(["run", "--resume", EXPERIMENT, "--home", str(home), "--no-report"], env(prefect_server))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def clean_run(prove_config, prefect_server, tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("prove-clean") / "home"
+    done = run_aitp(_args(prove_config, home), env(prefect_server))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return home
+
+
+def _counts(home: Path) -> dict[str, int]:
+    con = connect(home)
+    try:
+        return {
+            t: con.execute(f"SELECT count(*) FROM {t} WHERE experiment = $e", {"e": EXPERIMENT}).fetchone()[0]
+            for t in TABLES
+        }
+    finally:
+        con.close()
+
+
+def _champion(home: Path) -> tuple[str, str]:
+    from aitp.registry import Registry
+
+    champion = Registry(home).get(EXPERIMENT, "champion")
+    return champion.version, champion.model_version
+
+
+def test_killed_mid_search_then_resumed(clean_run, prove_config, prefect_server, tmp_path):
+    home = tmp_path / "home"
+
+    def mid_search() -> bool:  # one of iteration 1's two chunks committed
+        return (home / "lake").exists() and len(committed_shards(home, "proofs", EXPERIMENT, 1)) >= 1
+
+    run_and_kill(_args(prove_config, home), env(prefect_server), mid_search)
+    assert len([s for s in committed_shards(home, "proofs", EXPERIMENT, 1) if s.startswith("chunk-")]) == 1
+    _resume(home, prefect_server)
+    assert _counts(home) == _counts(clean_run)
+    assert _champion(home) == _champion(clean_run)
+
+
+def test_killed_mid_training_then_resumed(clean_run, prove_config, prefect_server, tmp_path):
+    home = tmp_path / "home"
+    started: list[float] = []
+
+    def mid_training() -> bool:  # iteration 1 recorded its search and went on to train
+        if started:
+            return time.monotonic() - started[0] > 0.3
+        row = read_iteration(home, EXPERIMENT, 1) if (home / "lake").exists() else None
+        if row and row.get("stage") == "rollouts":
+            started.append(time.monotonic())
+        return False
+
+    run_and_kill(_args(prove_config, home), env(prefect_server), mid_training)
+    with pytest.raises(CheckpointError):  # killed before the checkpoint was published
+        verify_checkpoint(checkpoint_dir(home, EXPERIMENT, 1))
+    _resume(home, prefect_server)
+    assert _counts(home) == _counts(clean_run)
+    assert _champion(home) == _champion(clean_run)
+
+
+def test_a_prover_killed_mid_search_loses_no_theorem(bool_theorems):
+    from aitp.proving.backends import open_env
+    from aitp.proving.learning import search_theorems
+    from aitp.proving.prover_models import ProverModels
+    from aitp.proving.search import Budget, SearchConfig, make_search
+    from aitp.proving.theorems import load_theorem_set
+
+    library = load_theorem_set(str(bool_theorems))
+    theorems = library.split("train")
+    search = make_search("bestfs", SearchConfig(budget=Budget(4, 60, 120), tactics_per_goal=8, tactic_timeout=2.0))
+    with open_env("coq", tactic_timeout=2.0) as prover:
+        prover.set_premises(library.premise_map())
+        killed: list[int] = []
+
+        def kill_once_busy() -> None:  # SIGKILL the live coqtop while the search is under way (a real crash)
+            while not killed:
+                coq = getattr(prover, "_coq", None)
+                if coq is not None and coq.proc.poll() is None and prover.crashes == 0:
+                    time.sleep(0.5)
+                    os.killpg(coq.proc.pid, signal.SIGKILL)
+                    killed.append(coq.proc.pid)
+                time.sleep(0.01)
+
+        killer = threading.Thread(target=kill_once_busy, daemon=True)
+        killer.start()
+        outcome = search_theorems(prover, theorems, search, ProverModels.untrained("coq", library).policy(library))
+        killer.join(timeout=5)
+    assert killed and prover.crashes >= 1  # the session died mid-search and was replaced
+    assert [a.theorem for a in outcome.attempts] == [t.name for t in theorems]  # every theorem searched or failed
+    roots = {r["theorem_id"] for r in outcome.rows["proof_nodes"] if r["is_root"]}
+    assert roots == {f"coq:{t.name}" for t in theorems}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Collection
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
@@ -17,6 +16,8 @@ from typing import Any
 import duckdb
 
 from aitp.atomic import publish_bytes
+from aitp.report.cells import table as _table
+from aitp.report.cells import text as _text
 from aitp.report.plots import (
     OVERALL,
     read_iterations,
@@ -49,28 +50,6 @@ pre{background:#f7f7f7;border:1px solid #e3e3e3;padding:.5em;white-space:pre-wra
 max-height:22em;overflow:auto;font-size:12px}
 img{max-width:100%;border:1px solid #eee}
 """
-
-
-def _text(value: Any) -> str:
-    """Escaped text of a cell; a dash for missing values."""
-    if value is None:
-        return "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    if isinstance(value, datetime):
-        return escape(value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
-    return escape(str(value))
-
-
-def _table(headers: list[str], rows: list[list[Any]], numeric: Collection[int] = ()) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td{' class=num' if i in numeric else ''}>{cell}</td>" for i, cell in enumerate(r)) + "</tr>"
-        for r in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _duration(seconds: float | None) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 
-from aitp.report.html import _table
+from aitp.report.cells import table as _table
 
 MAX_PAGES = 60
 COLUMNS = (

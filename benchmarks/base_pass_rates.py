@@ -1,7 +1,8 @@
 """Base pass rates of a policy per reasoning-gym task and curriculum level: where self-training can start.
 
     python benchmarks/base_pass_rates.py [--policy smollm2] [--device cuda] [--tasks basic_arithmetic,leg_counting]
-        [--levels 0,1,2] [--items 64] [--group 16] [--max-tokens 256] [--temperature 0.8] [--json OUT]
+        [--levels 0,1,2] [--items 64] [--group 16] [--max-tokens 256] [--temperature 0.8]
+        [--system-prompt TEXT] [--json OUT]
 
 Self-training learns only from groups with at least one right answer, so a task is worth training on
 where the base model is above zero but far from solved. For each task and level this samples `--group`
@@ -36,6 +37,7 @@ def cell(policy, task: str, level: str, args) -> dict:
         max_tokens=args.max_tokens,
         samples_per_item=args.group,
         batch_size=args.items,
+        system_prompt=args.system_prompt,
     )
     eval_set = build_eval_set(config)
     start = time.perf_counter()
@@ -68,6 +70,7 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=16, help="samples per item")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--system-prompt", help="the recipe's system prompt (default: the environment's)")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     policy = load_policy(args.policy, device=args.device)
@@ -79,7 +82,8 @@ def main() -> None:
     name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "CPU"
     print(
         f"\nPolicy {args.policy} on {name}; {args.items} held-out items per cell, {args.group} samples each, "
-        f"temperature {args.temperature}, at most {args.max_tokens} tokens.\n"
+        f"temperature {args.temperature}, at most {args.max_tokens} tokens, system prompt "
+        f"{args.system_prompt or 'the environment default'!r}.\n"
     )
     print("| task | level | pass@1 | pass@group | format errors | mean tokens | tokens/s |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")

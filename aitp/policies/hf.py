@@ -22,7 +22,8 @@ from torch import Tensor
 from aitp.errors import AitpError
 from aitp.fingerprint import fingerprint
 from aitp.policies.base import Completion, Messages, SamplingParams
-from aitp.policies.fast import FastSampler, supports
+from aitp.policies.fast import supports
+from aitp.policies.fast.resident import sample_resident
 from aitp.policies.tiny.sampler import sample_tokens
 
 # Bytes per row and vocabulary entry of the eager loop's sampling buffers (float32 logits, softmax,
@@ -108,7 +109,6 @@ class HFPolicy:
         """`max_rows` caps the rows decoded together; by default they are sized to free memory."""
         self.model = model
         self.max_rows = max_rows
-        self._fast: FastSampler | None = None
         self.tokenizer = tokenizer
         self.name = name
         self.version = version
@@ -188,9 +188,9 @@ class HFPolicy:
     def _sample(self, prompt_ids, params, seeds):
         decode = self._decode
         if self.device.type == "cuda" and supports(self.model):
-            if self._fast is None or self._fast.weights.model is not self.model:
-                self._fast = FastSampler(self.model, max_slots=self.max_rows)
-            return self._fast.sample(
+            return sample_resident(
+                self.model,
+                self.max_rows,
                 prompt_ids,
                 params,
                 seeds,

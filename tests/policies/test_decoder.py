@@ -236,3 +236,31 @@ def test_rows_are_sized_to_free_gpu_memory():
     assert 0.95 * expected <= sampler.engine.slots <= expected < 640  # memory, not the work, bounded the slots
     assert peak < torch.cuda.get_device_properties(0).total_memory
     assert_same(unconstrained, got)
+
+
+@pytest.mark.gpu
+@cuda
+def test_checkpoints_share_one_resident_decoder_without_touching_each_others_weights():
+    from aitp.policies.fast.resident import _RESIDENT, sample_resident
+
+    first = tiny_llama("cuda")
+    second = tiny_llama("cuda")
+    with torch.no_grad():  # another checkpoint of the same architecture
+        for p in second.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    before = [p.clone() for p in first.parameters()]
+    params = SamplingParams(n=2, temperature=1.0, max_tokens=30)
+    seeds = [1, 2, 3, 4, 5]
+    _RESIDENT.clear()
+
+    def resident(model):
+        with torch.inference_mode():
+            return sample_resident(model, None, PROMPTS, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
+
+    got_first, got_second, again_first = resident(first), resident(second), resident(first)
+    assert len(_RESIDENT) == 1  # one decoder, one set of captured graphs, for both checkpoints
+    assert_same(fast(first, PROMPTS, params, seeds), got_first)
+    assert_same(fast(second, PROMPTS, params, seeds), got_second)
+    assert_same(got_first, again_first)
+    assert [t.token_ids for g in got_first for t in g] != [t.token_ids for g in got_second for t in g]
+    assert all(torch.equal(a, b) for a, b in zip(before, first.parameters()))

@@ -22,7 +22,7 @@ from aitp.policies.base import Completion, SamplingParams
 from aitp.policies.fast.engine import Engine, GpuMemoryError, buckets, rows_for_memory
 from aitp.policies.fast.llama import LlamaWeights, prefill
 from aitp.policies.fast.sampling import pick
-from aitp.policies.tiny.sampler import _check_finished, _completion, _limit, _Row, draw_uniforms
+from aitp.policies.tiny.sampler import _check_finished, _completion, _limit, _Row, completion_body, draw_uniforms
 
 CHECK_EVERY = 16  # tokens per row between host checks: a finished row idles at most this long
 PREFILL_TOKENS = 32768  # prompt tokens per prefill pass (bounds its activations)
@@ -100,6 +100,10 @@ class FastSampler:
                 engine.capture_all(params.temperature, params.top_p)
                 uniforms = draw_uniforms(seeds, n, steps)
                 _Batch(engine, self.weights, prompt_ids, params, uniforms, rows, eos_ids, decode, decode_batch).run()
+            if decode_batch is not None:  # one call for every text (a tokenizer decodes a batch in parallel)
+                pending = [row for row in rows if row.text is None]
+                for row, text in zip(pending, decode_batch([completion_body(row) for row in pending])):
+                    row.text = text
             return [[_completion(rows[i * n + j], len(p), decode) for j in range(n)] for i, p in enumerate(prompt_ids)]
         finally:
             if collecting:

@@ -200,10 +200,14 @@ def _check_finished(row: _Row, tok: int, stops: tuple[str, ...], eos_ids: set[in
         row.finish = "length"
 
 
+def completion_body(row: _Row) -> list[int]:
+    """The tokens a finished row's text is decoded from: an ending end-of-sequence token is not text."""
+    return row.ids[:-1] if row.finish == "stop" and row.stop is None else row.ids
+
+
 def _completion(row: _Row, prompt_len: int, decode) -> Completion:
     if row.text is None:
-        body = row.ids[:-1] if row.finish == "stop" and row.stop is None else row.ids
-        row.text = decode(body)
+        row.text = decode(completion_body(row))
     extra = {"stop": row.stop} if row.stop is not None else {}
     return Completion(
         text=row.text,

@@ -216,3 +216,13 @@ def test_train_after_eval_checkpoints_are_registered_and_gated(tmp_path, monkeyp
     (rate,) = _one(tmp_path, f"SELECT pass_rate FROM evals WHERE model_version = '{row['model_out']}'")[0]
     assert rate == row["eval_pass_rate"] and row["promote_reason"]  # evaluated and gated like ours
     assert row["promoted"] == (rate > first["eval_pass_rate"])
+
+
+def test_workers_of_a_local_cluster_may_fork_the_loops_prover():
+    from distributed import Client
+
+    from aitp.loop.proving import _workers_on_this_host
+    from aitp.rollouts.cluster import local_cluster
+
+    with local_cluster(1) as cluster, Client(cluster, set_as_default=False) as client:
+        assert _workers_on_this_host(client)

@@ -45,7 +45,7 @@ def test_the_shipped_proving_configs_load():
         )
         config = load_config(LoopConfig, path)
         assert config.environment == "proving" and config.proving.backend == backend
-        assert config.iterations >= 4
+        assert config.iterations >= 3  # issue 17: at least 3 iterations after the untrained iteration 0
         assert config.proving.learn == (name != "prove-coq-control.yaml")  # the control learns nothing
         recorded = config.model_dump(mode="json")
         assert "tasks" not in recorded and LoopConfig.model_validate(recorded) == config  # the record reloads
@@ -216,3 +216,13 @@ def test_train_after_eval_checkpoints_are_registered_and_gated(tmp_path, monkeyp
     (rate,) = _one(tmp_path, f"SELECT pass_rate FROM evals WHERE model_version = '{row['model_out']}'")[0]
     assert rate == row["eval_pass_rate"] and row["promote_reason"]  # evaluated and gated like ours
     assert row["promoted"] == (rate > first["eval_pass_rate"])
+
+
+def test_workers_of_a_local_cluster_may_fork_the_loops_prover():
+    from distributed import Client
+
+    from aitp.loop.proving import _workers_on_this_host
+    from aitp.rollouts.cluster import local_cluster
+
+    with local_cluster(1) as cluster, Client(cluster, set_as_default=False) as client:
+        assert _workers_on_this_host(client)

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from aitp.proving.env import Goal
-from aitp.proving.tactic_ranker import _TOKEN, goal_features
+from aitp.proving.tactic_ranker import _TOKEN, fit_hashed_weights, goal_features
 
 
 @dataclass(frozen=True)
@@ -82,27 +82,15 @@ def fit_critic(
     b = critic.config.buckets
     rows = [_ids(t, b) for t in texts]
     y = torch.tensor(labels, dtype=torch.float32)
-    weight = torch.nn.Parameter(torch.from_numpy(critic.weights.copy()))
-    opt = torch.optim.Adam([weight], lr=lr)
-    gen = np.random.default_rng(seed)
-    history = []
-    for _ in range(epochs):
-        order = gen.permutation(len(rows))
-        losses = []
-        for start in range(0, len(order), batch):
-            chunk = order[start : start + batch]
-            ids = torch.from_numpy(np.concatenate([rows[i] for i in chunk]))
-            offsets = torch.tensor(np.cumsum([0] + [len(rows[i]) for i in chunk[:-1]]), dtype=torch.long)
-            scale = torch.tensor([np.sqrt(len(rows[i])) for i in chunk], dtype=torch.float32)
-            pooled = torch.nn.functional.embedding_bag(ids, weight[:b, None], offsets, mode="mean").squeeze(1)
-            logit = pooled * scale + weight[b]
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(logit, y[chunk]) + l2 * weight.pow(2).sum()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        history.append(sum(losses) / len(losses))
-    critic.weights = weight.detach().numpy().astype(np.float32)
+
+    def batch_loss(weight: torch.Tensor, chunk: list[int]) -> torch.Tensor:
+        ids = torch.from_numpy(np.concatenate([rows[i] for i in chunk]))
+        offsets = torch.tensor(np.cumsum([0] + [len(rows[i]) for i in chunk[:-1]]), dtype=torch.long)
+        scale = torch.tensor([np.sqrt(len(rows[i])) for i in chunk], dtype=torch.float32)
+        pooled = torch.nn.functional.embedding_bag(ids, weight[:b, None], offsets, mode="mean").squeeze(1)
+        return torch.nn.functional.binary_cross_entropy_with_logits(pooled * scale + weight[b], y[torch.tensor(chunk)])
+
+    critic.weights, history = fit_hashed_weights(critic.weights, len(rows), batch_loss, epochs, lr, l2, batch, seed)
     return history
 
 

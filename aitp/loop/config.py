@@ -156,6 +156,32 @@ class ProvingConfig(BaseModel):
     first_champion: Literal["untrained", "trained"] = "untrained"
     """untrained: iteration 0 registers and evaluates the untrained models (no search, no training), so every
     gain is measured from the untrained start; trained: iteration 0 searches a slice and trains like the rest."""
+    critic: Literal["constant", "length", "learned"] | None = None
+    """The goal critic of the searches that use one (htps, updown, fringe; bestfs breaks ties with it): learned is
+    the champion's trained critic (trained from the traces each iteration; the search's default while the models
+    are untrained), constant 0.5 everywhere, length the untrained prior; None: the search's default (length;
+    bestfs none)."""
+    critic_min_visits: int = Field(1, ge=1)
+    """Critic labels: a goal left unproved after this many visits (an expansion counts as one) is a negative."""
+
+    @model_validator(mode="after")
+    def _critic_takes_effect(self) -> ProvingConfig:
+        if self.critic is not None and self.search == "bfs":
+            raise ValueError("proving.critic has no effect with search: bfs: use htps, updown, fringe or bestfs")
+        if "critic_min_visits" in self.model_fields_set and self.critic != "learned":
+            raise ValueError(
+                "proving.critic_min_visits labels a learned critic: set proving.critic: learned or remove it"
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        # the critic keys are left out at their defaults, so experiments recorded before they existed keep their hash
+        data = handler(self)
+        for key, default in (("critic", None), ("critic_min_visits", 1)):
+            if data.get(key) == default:
+                data.pop(key)
+        return data
 
 
 REASONING_ONLY = ("tasks", "demonstrations_per_task", "warm_start", "self_train", "eval", "system_prompt", "policy")

@@ -20,7 +20,7 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from aitp.evaluate import EvalResult, load_eval, pinned_eval_name
@@ -30,6 +30,10 @@ from aitp.policies.spec import PolicySpec
 from aitp.proving.env import Theorem
 from aitp.proving.theorem_set import TheoremSet
 from aitp.proving.traces import TRACE_TABLES
+
+if TYPE_CHECKING:
+    from aitp.proving.prover_models import ProverModels
+    from aitp.proving.search import Critic
 
 SHARD_RETRIES = 2  # a shard whose worker died (a crashed prover, a killed process) is searched again
 
@@ -57,6 +61,7 @@ class SearchJob:
     experiment: str
     iteration: int
     prover_address: str | None = None  # a loaded prover serving this host's workers (`serving_address`)
+    critic: str | None = None  # constant | length | learned; None: the search's default
 
 
 def _library(job: SearchJob) -> TheoremSet:
@@ -86,13 +91,22 @@ def search_shard(names: list[str], job: SearchJob) -> dict[str, Any]:
         outcome = search_theorems(
             env,
             [library.get(n) for n in names],
-            make_search(job.search, config),
+            make_search(job.search, config, search_critic(job.critic, models)),
             models.policy(library, explore),
             job.experiment,
             job.iteration,
             models.version,
         )
     return {"rows": outcome.rows, "attempts": [asdict(a) for a in outcome.attempts], "model_version": models.version}
+
+
+def search_critic(choice: str | None, models: ProverModels) -> Critic | None:
+    """The critic a search is given: the models' trained one for `learned` (none while untrained), or a fixed one."""
+    from aitp.proving.search import constant_critic, length_critic
+
+    if choice == "learned":
+        return models.critic
+    return {"constant": constant_critic, "length": length_critic}.get(choice or "")
 
 
 def search_on_dask(
@@ -168,6 +182,7 @@ class ProverEnvironment:
             explore_seed=self.config.seed * 1000 + iteration,
             experiment=self.config.experiment,
             iteration=iteration,
+            critic=p.critic,
         )
 
     @property
@@ -256,7 +271,8 @@ class ProverEnvironment:
             return out
         if self.proving.train_command:
             return self._train_externally(home, experiment, iteration, out)
-        data = select_training_data(home, experiment, iteration, self.library)
+        min_visits = self.proving.critic_min_visits if self.proving.critic == "learned" else None
+        data = select_training_data(home, experiment, iteration, self.library, critic_min_visits=min_visits)
         models = train_prover_models(
             data, self.library, epochs=self.proving.epochs, seed=self.config.seed, learn=self.proving.learn
         )
@@ -322,6 +338,8 @@ class ProofEvaluator:
             "tactic_timeout": p.tactic_timeout,
             "prover_seconds": p.prover_seconds,
         }
+        if p.critic is not None:  # only when set: evaluations recorded before the key existed keep their name
+            protocol["critic"] = p.critic
         canonical = json.dumps({"theorems": [t.name for t in self.valid], "protocol": protocol}, sort_keys=True)
         return f"{p.eval_name}@{hashlib.sha256(canonical.encode()).hexdigest()[:12]}"
 

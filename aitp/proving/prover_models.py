@@ -4,6 +4,7 @@ Layout of a checkpoint directory (assembled in a hidden sibling and renamed into
 - `prover_models.json`: format, backend, the ranker's and the policy's settings, training record;
 - `tactic_ranker.npy`: the tactic ranker's hashed weights;
 - `premise_ranker.pt`: the premise ranker's learned towers (its TF-IDF part comes from the library);
+- `goal_critic.npy`: the goal critic's hashed weights, when one was trained (its shape in the manifest's `critic`);
 - `training.json`: data counts, losses, seconds (descriptive: not part of the version).
 Its version is the content fingerprint of the directory, as for every other aitp checkpoint, so the
 same weights and settings get the same version however and wherever they were trained.
@@ -22,6 +23,7 @@ from aitp.atomic import publish_json, publishing_dir
 from aitp.errors import CheckpointError
 from aitp.fingerprint import fingerprint
 from aitp.proving.candidates import CandidateGenerator
+from aitp.proving.goal_critic import CriticConfig, GoalCritic
 from aitp.proving.premises import PremiseScorer
 from aitp.proving.ranked_policy import Exploration, RankedTacticPolicy
 from aitp.proving.tactic_ranker import RankerConfig, TacticRanker
@@ -29,6 +31,7 @@ from aitp.proving.theorem_set import TheoremSet
 
 FORMAT = "aitp-prover-models"
 MANIFEST, RANKER_FILE, PREMISE_FILE = "prover_models.json", "tactic_ranker.npy", "premise_ranker.pt"
+CRITIC_FILE = "goal_critic.npy"
 RECORD_FILE = "training.json"  # how it was trained: descriptive, so not part of the version
 UNTRAINED = "untrained"
 
@@ -55,6 +58,7 @@ class ProverModels:
     settings: PolicySettings = field(default_factory=PolicySettings)
     version: str = UNTRAINED
     record: dict[str, Any] = field(default_factory=dict)
+    critic: GoalCritic | None = None  # None: untrained, the search keeps its own default critic
 
     @classmethod
     def untrained(cls, backend: str, library: TheoremSet, settings: PolicySettings | None = None) -> ProverModels:
@@ -76,9 +80,13 @@ class ProverModels:
             "ranker": asdict(self.ranker.config),
             "settings": asdict(self.settings),
         }
+        if self.critic is not None:  # absent otherwise, so checkpoints without a critic keep their versions
+            manifest["critic"] = asdict(self.critic.config)
         with publishing_dir(path, "prover") as staging:
             (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
             np.save(staging / RANKER_FILE, self.ranker.weights)
+            if self.critic is not None:
+                np.save(staging / CRITIC_FILE, self.critic.weights)
             self.premise_scorer.save(staging / PREMISE_FILE)
             publish_json(staging / RECORD_FILE, self.record)
         self.version = fingerprint(path)
@@ -100,7 +108,8 @@ def verify_prover_checkpoint(path: str | Path) -> str:
         raise CheckpointError(f"prover checkpoint {path} has an unreadable {MANIFEST}: train it again") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a prover checkpoint ({MANIFEST} format is not {FORMAT!r}): train again")
-    missing = [f for f in (RANKER_FILE, PREMISE_FILE) if not (path / f).is_file()]
+    needed = (RANKER_FILE, PREMISE_FILE, *((CRITIC_FILE,) if "critic" in manifest else ()))
+    missing = [f for f in needed if not (path / f).is_file()]
     if missing:
         raise CheckpointError(f"prover checkpoint {path} has no {', '.join(missing)}: it is incomplete, train again")
     return "prover"
@@ -121,6 +130,9 @@ def load_prover_models(path: str | Path, library: TheoremSet) -> ProverModels:
         weights = np.load(path / RANKER_FILE, allow_pickle=False)
         ranker = TacticRanker(config, weights)
         scorer = new_premise_scorer(library, settings).load(path / PREMISE_FILE)
+        critic = None
+        if "critic" in manifest:
+            critic = GoalCritic(CriticConfig(**manifest["critic"]), np.load(path / CRITIC_FILE, allow_pickle=False))
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
         raise CheckpointError(f"prover checkpoint {path} is unreadable ({exc}): write it again") from exc
     if manifest.get("backend") != library.backend:
@@ -130,4 +142,4 @@ def load_prover_models(path: str | Path, library: TheoremSet) -> ProverModels:
         )
     record_file = path / RECORD_FILE
     record = json.loads(record_file.read_text()) if record_file.is_file() else {}
-    return ProverModels(library.backend, ranker, scorer, settings, fingerprint(path), record)
+    return ProverModels(library.backend, ranker, scorer, settings, fingerprint(path), record, critic)

@@ -1,4 +1,4 @@
-"""Train the prover's models on data selected from the lake: the premise ranker, then the tactic ranker.
+"""Train the prover's models on data selected from the lake: the premise ranker, the tactic ranker, the critic.
 
 The premise ranker is refit first, because the tactic ranker's candidates (which premises a
 `rewrite` or `apply` is offered) come from it. Each tactic example becomes a ranking example: the
@@ -16,6 +16,7 @@ import torch
 
 from aitp.proving.candidates import CandidateGenerator
 from aitp.proving.env import Goal
+from aitp.proving.goal_critic import CriticConfig, GoalCritic, fit_critic
 from aitp.proving.prover_models import PolicySettings, ProverModels, new_premise_scorer
 from aitp.proving.tactic_ranker import RankerConfig, RankingExample, TacticRanker, fit_ranker
 from aitp.proving.theorem_set import TheoremSet
@@ -75,5 +76,11 @@ def train_prover_models(
         examples = ranking_examples(data.tactics, generator)
         record["ranking_examples"] = len(examples)
         record["ranker_losses"] = fit_ranker(ranker, examples, epochs=epochs, seed=seed)
+    critic = None
+    if learn and data.critic:  # labels are selected only when a learned critic was asked for
+        critic = GoalCritic(CriticConfig())
+        labels = [float(e.label) for e in data.critic]
+        record["critic_positive_rate"] = round(sum(labels) / len(labels), 4)
+        record["critic_losses"] = fit_critic(critic, [e.goal for e in data.critic], labels, seed=seed)
     record["train_seconds"] = round(time.perf_counter() - start, 3)
-    return ProverModels(library.backend, ranker, scorer, settings, record=record)
+    return ProverModels(library.backend, ranker, scorer, settings, record=record, critic=critic)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,23 +165,43 @@ def fit_ranker(
         mask = np.zeros(len(ex.candidates), bool)
         mask[list(ex.masked - {ex.positive})] = True
         featurized.append((ids, offsets, ranker.default_logits(ex.candidates), mask, ex.positive, scales))
-    weight = torch.nn.Parameter(torch.from_numpy(ranker.weights.copy()))
+
+    def batch_loss(weight: torch.Tensor, chunk: list[int]) -> torch.Tensor:
+        return _batch_loss(weight, [featurized[i] for i in chunk], c.bound)
+
+    ranker.weights, history = fit_hashed_weights(
+        ranker.weights, len(featurized), batch_loss, epochs, lr, l2, batch, seed
+    )
+    return history
+
+
+def fit_hashed_weights(
+    weights: np.ndarray,
+    n_examples: int,
+    batch_loss: Callable[[torch.Tensor, list[int]], torch.Tensor],
+    epochs: int,
+    lr: float,
+    l2: float,
+    batch: int,
+    seed: int,
+) -> tuple[np.ndarray, list[float]]:
+    """Minibatch Adam with an L2 penalty on one hashed weight vector (the ranker's, the critic's): the fitted
+    weights and each epoch's mean loss. `batch_loss(weight, example indices)` is the model's loss on a batch."""
+    weight = torch.nn.Parameter(torch.from_numpy(weights.copy()))
     opt = torch.optim.Adam([weight], lr=lr)
     gen = np.random.default_rng(seed)
     history = []
     for _ in range(epochs):
-        order = gen.permutation(len(featurized))
+        order = gen.permutation(n_examples)
         losses = []
         for start in range(0, len(order), batch):
-            chunk = [featurized[i] for i in order[start : start + batch]]
-            loss = _batch_loss(weight, chunk, c.bound) + l2 * weight.pow(2).sum()
+            loss = batch_loss(weight, list(order[start : start + batch])) + l2 * weight.pow(2).sum()
             opt.zero_grad()
             loss.backward()
             opt.step()
             losses.append(loss.item())
         history.append(sum(losses) / len(losses))
-    ranker.weights = weight.detach().numpy().astype(np.float32)
-    return history
+    return weight.detach().numpy().astype(np.float32), history
 
 
 def _batch_loss(weight: torch.Tensor, chunk: list, bound: float) -> torch.Tensor:

@@ -11,12 +11,16 @@ or left only proved goals) are recorded as alternatives: right too, so never a n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aitp.errors import AitpError
 from aitp.proving.premises import used_premises
 from aitp.proving.theorem_set import TheoremSet, split_of
+
+if TYPE_CHECKING:
+    from aitp.proving.critic_data import CriticExample
 
 TRAIN = "train"
 
@@ -112,13 +116,13 @@ def _theorem_name(theorem_id: str) -> str:
     return theorem_id.split(":", 1)[1] if ":" in theorem_id else theorem_id
 
 
-def _query(home: str | Path, sql: str, experiment: str, up_to: int) -> list[tuple]:
+def _query(home: str | Path, sql: str, experiment: str, up_to: int, **params: object) -> list[tuple]:
     from aitp.lake import connect
 
     con = connect(home)
     try:
         con.create_function("aitp_split", lambda tid: split_of(_theorem_name(tid)), ["VARCHAR"], "VARCHAR")
-        return con.execute(sql, {"experiment": experiment, "up_to": up_to}).fetchall()
+        return con.execute(sql, {"experiment": experiment, "up_to": up_to, **params}).fetchall()
     finally:
         con.close()
 
@@ -172,6 +176,7 @@ class TrainingData:
     tactics: list[TacticExample]
     premises: list[PremiseExample]
     pairs: list[PreferencePair]
+    critic: list[CriticExample] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         """Sizes, for logs and metrics."""
@@ -180,15 +185,23 @@ class TrainingData:
             "tactic_examples": len(self.tactics),
             "premise_examples": len(self.premises),
             "preference_pairs": len(self.pairs),
+            "critic_examples": len(self.critic),
         }
 
 
-def select_training_data(home: str | Path, experiment: str, up_to_iteration: int, library: TheoremSet) -> TrainingData:
-    """Tactic examples, premise examples and preference pairs from the re-checked train proofs so far."""
+def select_training_data(
+    home: str | Path, experiment: str, up_to_iteration: int, library: TheoremSet, critic_min_visits: int | None = None
+) -> TrainingData:
+    """Tactic examples, premise examples and preference pairs from the re-checked train proofs so far, and the
+    goal critic's labels when `critic_min_visits` is given (None: no critic is trained)."""
+    from aitp.proving.critic_data import critic_examples
+
     tactics = tactic_examples(home, experiment, up_to_iteration)
+    critic = [] if critic_min_visits is None else critic_examples(home, experiment, up_to_iteration, critic_min_visits)
     return TrainingData(
         best_proofs(home, experiment, up_to_iteration),
         tactics,
         premise_examples(tactics, library),
         preference_pairs(tactics),
+        critic,
     )

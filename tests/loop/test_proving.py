@@ -226,3 +226,42 @@ def test_workers_of_a_local_cluster_may_fork_the_loops_prover():
 
     with local_cluster(1) as cluster, Client(cluster, set_as_default=False) as client:
         assert _workers_on_this_host(client)
+
+
+def test_the_critic_keys_take_effect_or_are_refused():
+    proving = PROVE["proving"]
+    with pytest.raises(ValueError, match="no effect with search: bfs"):
+        LoopConfig.model_validate({**PROVE, "proving": {**proving, "search": "bfs", "critic": "learned"}})
+    with pytest.raises(ValueError, match="critic_min_visits labels a learned critic"):
+        LoopConfig.model_validate({**PROVE, "proving": {**proving, "critic_min_visits": 3}})
+    with pytest.raises(ValueError, match="critic"):
+        LoopConfig.model_validate({**PROVE, "proving": {**proving, "critic": "neural"}})
+    assert "critic" not in LoopConfig.model_validate(PROVE).model_dump()["proving"]  # recorded configs hash as before
+    learned = LoopConfig.model_validate({**PROVE, "proving": {**proving, "critic": "learned", "critic_min_visits": 2}})
+    assert (
+        learned.model_dump()["proving"] | {"critic": "learned", "critic_min_visits": 2}
+        == learned.model_dump()["proving"]
+    )
+
+
+def test_a_learned_critic_is_trained_into_the_checkpoint_and_values_the_htps_searches(two_iterations, tmp_path):
+    from aitp.loop.proving import search_shard
+    from aitp.proving.env import Goal
+    from aitp.proving.prover_models import load_prover_models
+
+    home, run, _ = two_iterations
+    plain = run.environment
+    proving = plain.proving.model_copy(update={"critic": "learned", "search": "htps", "critic_min_visits": 1})
+    env = ProverEnvironment(plain.config.model_copy(update={"proving": proving}), home)
+    out = env.train(home, "prove-mini", 1, None, tmp_path / "ckpt")
+    models = load_prover_models(out, env.library)
+    assert models.critic is not None and models.record["data"]["critic_examples"] > 0
+    assert models.record["critic_losses"][-1] < models.record["critic_losses"][0]
+    assert load_prover_models(plain.train(home, "prove-mini", 1, None, tmp_path / "plain"), env.library).critic is None
+    assert env.evaluator.eval_name != plain.evaluator.eval_name  # another protocol, another evaluation
+    job = env.job(str(out), 1, train=False)
+    assert job.critic == "learned" and job.search == "htps"
+    shard = search_shard([t.name for t in env.evaluator.valid[:3]], job)
+    nodes = shard["rows"]["proof_nodes"]
+    expected = models.critic([Goal(n["goal"], "") for n in nodes])
+    assert [n["critic_value"] for n in nodes] == pytest.approx(expected) and len(set(expected)) > 1

@@ -141,3 +141,46 @@ def test_each_search_proves_easy_hol_light_theorems(hol_setup, algorithm):
         result = make_search(algorithm, EQUAL_BUDGET).run(env, library.get(name), policy)
         assert result.proved, (algorithm, name, result.stop_reason)
         assert result.check.ok, result.check.message
+
+
+class _SplitThenAuto:
+    """A fixed tactic policy: split the iff at the root, then try `auto` (which proves neither side)."""
+
+    def suggest(self, goals, n):
+        from aitp.proving.search import TacticSuggestion
+
+        return [[TacticSuggestion("intros; split" if "<->" in g.text else "auto", -0.5)] for g in goals]
+
+
+def test_bestfs_breaks_ties_by_the_critic_it_is_given(coq_setup):
+    env, library, _ = coq_setup
+    theorem = library.get("Coq.Bool.Bool.andb_true_iff")  # `intros; split` leaves two equally likely goals
+    config = SearchConfig(budget=Budget(expansions=2), tactics_per_goal=1, batch_size=1)
+
+    def first_expanded(search):
+        tree = search.run(env, theorem, _SplitThenAuto()).tree
+        (child,) = [n for n in tree.nodes if n.expanded_at == 1]
+        return child.goal.text, [n.critic for n in tree.nodes]
+
+    plain, values = first_expanded(make_search("bestfs", config))
+    assert values == [None, None, None]  # no critic given: none computed, creation order decides
+    assert plain.endswith("b1 && b2 = true -> b1 = true /\\ b2 = true")
+    prefers_the_second = lambda goals: [0.9 if g.text.endswith("-> b1 && b2 = true") else 0.2 for g in goals]  # noqa: E731
+    steered, values = first_expanded(make_search("bestfs", config, prefers_the_second))
+    assert steered.endswith("-> b1 && b2 = true") and values == [0.2, 0.2, 0.9]
+
+
+def test_htps_takes_its_values_from_a_learned_critic(coq_setup):
+    from aitp.proving.goal_critic import GoalCritic, fit_critic
+
+    env, library, policy = coq_setup
+    critic = GoalCritic()
+    texts = ["b : bool\n⊢ b && true = b", "l : list nat\n⊢ rev (rev l) = l", "⊢ true = true", "n : nat\n⊢ n * 0 = 0"]
+    fit_critic(critic, texts, [1.0, 0.0, 1.0, 0.0], epochs=5)
+    config = SearchConfig(budget=Budget(expansions=6), tactics_per_goal=6, batch_size=2)
+    result = make_search("htps", config, critic).run(env, library.get("Coq.Lists.List.app_nil_r"), policy)
+    nodes = result.tree.nodes
+    expected = critic([n.goal for n in nodes])
+    assert [n.critic for n in nodes] == pytest.approx(expected)  # every goal valued by the learned critic
+    assert len({round(v, 6) for v in expected}) > 1 and 0.5 not in expected  # not the constant critic's 0.5
+    assert any(e.visits for e in result.tree.edges)  # and HTPS backed them up along its simulations

@@ -95,7 +95,7 @@ class Search(ABC):
     """Shared loop; subclasses choose goals (`select`) and learn from expansions (`update`)."""
 
     name: ClassVar[str]
-    uses_critic: ClassVar[bool] = False
+    uses_critic: bool = False  # whether goals get critic values (a class's default; BestFS: when given a critic)
 
     def __init__(self, config: SearchConfig | None = None, critic: Critic | None = None) -> None:
         self.config = config or SearchConfig()

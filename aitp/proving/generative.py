@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Callable
+from itertools import zip_longest
 from typing import Any
 
 from aitp.proving.coq_tactics import parse_coq_tactic
@@ -115,4 +116,26 @@ class GenerativeTacticPolicy:
                 best[tactic] = max(best.get(tactic, float("-inf")), logprob)
             ranked = sorted(best.items(), key=lambda kv: -kv[1])[:n]
             out.append([TacticSuggestion(t, lp) for t, lp in ranked])
+        return out
+
+
+class InterleavedPolicy:
+    """Two tactic policies taking turns per goal (distinct tactics, at most `n`): on the train split the
+    generative model's samples beside the ranked fixed set's exploration, so an untrained generator (whose
+    samples the grammar rejects) still finds proofs to learn from, and a trained one explores on its own."""
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self.first = first
+        self.second = second
+
+    def suggest(self, goals: list[Goal], n: int) -> list[list[TacticSuggestion]]:
+        """Alternately the next suggestion of each policy, skipping tactics already taken."""
+        out = []
+        for a, b in zip(self.first.suggest(goals, n), self.second.suggest(goals, n), strict=True):
+            taken: dict[str, TacticSuggestion] = {}
+            for pair in zip_longest(a, b):
+                for s in pair:
+                    if s is not None and s.tactic not in taken and len(taken) < n:
+                        taken[s.tactic] = s
+            out.append(list(taken.values()))
         return out

@@ -157,3 +157,39 @@ def load_tactic_generator(
         max_goal_chars=settings.max_goal_chars,
         samples_per_tactic=settings.samples_per_tactic,
     )
+
+
+def prepare_generator(
+    data: TrainingData | None,
+    backend: str,
+    base: PolicySpec | str | Path | None,
+    config: TrainConfig,
+    settings: GeneratorSettings,
+    out: Path,
+) -> Path:
+    """The generator checkpoint a prover checkpoint at `out` will hold, staged beside it (the caller removes it).
+
+    With `data`, `base` (None: a fresh built-in model) fine-tuned on it; without (an untrained start or the
+    control), the base itself, so the untrained generative model is evaluated and gated like a trained one.
+    """
+    import shutil
+
+    from aitp.atomic import staging_dir
+
+    staged = staging_dir(out, "generator")
+    spec = fresh_tiny_generator(config.seed) if base is None else PolicySpec.parse(base)
+    if data is not None:
+        return train_tactic_generator(data, backend, spec, config, staged, settings)
+    if spec.local_path() is not None:
+        shutil.copytree(spec.local_path(), staged)
+    else:
+        from aitp.policies.loading import load_policy
+        from aitp.policies.tiny import save_checkpoint
+
+        save_checkpoint(staged, load_policy(spec, device="cpu").model, meta={"untrained": True})
+    from aitp.train.checkpoint import RECORD_FILE, read_record
+
+    record = read_record(staged)  # the prompt settings must reach search for an untrained model too
+    record.setdefault("meta", {})[RECORD_KEY] = asdict(settings) | {"backend": backend}
+    (staged / RECORD_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
+    return staged

@@ -119,3 +119,12 @@ def test_generative_policy_speaks_the_params_protocol():
     policy = GenerativeTacticPolicy(ParamsSampler(), "hol-light")
     [suggestions] = policy.suggest([Goal("⊢ 1 + 1 = 2", "t")], n=2)
     assert [s.tactic for s in suggestions] == ["ARITH_TAC"]
+
+
+def test_interleaved_policy_takes_turns_without_repeats():
+    from aitp.proving.generative import InterleavedPolicy
+
+    first = FixedTacticPolicy("coq", None, tactics=["intros", "lia", "auto"])
+    second = FixedTacticPolicy("coq", None, tactics=["auto", "simpl", "easy"])
+    [mixed] = InterleavedPolicy(first, second).suggest([Goal("⊢ True", "t")], n=4)
+    assert [s.tactic for s in mixed] == ["intros", "simpl", "auto", "lia"]  # orders: set order of each

@@ -251,11 +251,12 @@ def test_a_generative_loop_trains_its_generator_on_rechecked_train_proofs(tmp_pa
         run_iteration(run, 1)
     library = load_theorem_set(str(bool_theorems), tmp_path)
     first, second = (tmp_path / "checkpoints" / "prove-gen" / f"iter-{k:03d}" for k in (0, 1))
-    assert json.loads((first / GENERATOR_DIR / "training.json").read_text())["meta"]["untrained"]
+    untrained = json.loads((first / GENERATOR_DIR / "training.json").read_text())
+    assert "steps" not in untrained and untrained["meta"]["tactic_generator"]["max_goal_chars"] == 256
     record = json.loads((second / GENERATOR_DIR / "training.json").read_text())
     assert record["steps"] == 4 and record["examples"] > 0
     lines = (second / GENERATOR_DIR / "examples.jsonl").read_text().splitlines()
     assert lines and all(split_of(json.loads(line)["theorem"]) == "train" for line in lines)
     assert isinstance(load_prover_models(second, library).policy(library), GenerativeTacticPolicy)
     evals = _one(tmp_path, "SELECT iteration, n_items FROM evals WHERE experiment = 'prove-gen' ORDER BY iteration")
-    assert evals == [(0, 6), (1, 6)]
+    assert evals == [(0, 6), (1, 6)]  # both generators evaluated alone on the same valid theorems and gated

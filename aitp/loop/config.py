@@ -159,6 +159,7 @@ class ProvingConfig(BaseModel):
     eval_expansions: int = Field(8, ge=1)
     eval_tactics_per_goal: int = Field(4, ge=1)
     tactic_timeout: float = Field(2.0, gt=0.0)
+    """Seconds one tactic may run (HOL Light counts its session's CPU seconds: load does not cause timeouts)."""
     prover_seconds: float = Field(60.0, gt=0.0)
     """Most prover seconds per theorem (train and valid)."""
     epochs: int = Field(8, ge=1)

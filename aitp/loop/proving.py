@@ -17,10 +17,11 @@ import time
 import uuid
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from aitp.evaluate import EvalResult, load_eval, pinned_eval_name
 from aitp.loop.config import LoopConfig, ProvingConfig
@@ -55,6 +56,7 @@ class SearchJob:
     explore_seed: int
     experiment: str
     iteration: int
+    prover_address: str | None = None  # a loaded prover serving this host's workers (`serving_address`)
 
 
 def _library(job: SearchJob) -> TheoremSet:
@@ -79,7 +81,7 @@ def search_shard(names: list[str], job: SearchJob) -> dict[str, Any]:
     explore = Exploration(job.explore, seed=job.explore_seed) if job.explore > 0 else None
     budget = Budget(job.expansions, job.prover_seconds, 2 * job.prover_seconds)
     config = SearchConfig(budget=budget, tactics_per_goal=job.tactics_per_goal, tactic_timeout=job.tactic_timeout)
-    with open_env(job.backend, tactic_timeout=job.tactic_timeout) as env:
+    with open_env(job.backend, tactic_timeout=job.tactic_timeout, address=job.prover_address) as env:
         env.set_premises(library.premise_map())
         outcome = search_theorems(
             env,
@@ -118,6 +120,12 @@ def search_on_dask(
     finally:
         client.cancel(futures)
     return results
+
+
+def _workers_on_this_host(client: Any) -> bool:
+    """Whether every worker of the cluster runs on this machine (a local cluster): they can fork our prover."""
+    hosts = {urlparse(address).hostname for address in client.scheduler_info().get("workers", {})}
+    return bool(hosts) and hosts <= {"127.0.0.1", "localhost", "::1"}
 
 
 class ProverEnvironment:
@@ -204,6 +212,7 @@ class ProverEnvironment:
         on_progress: Progress | None,
     ) -> dict[str, list[dict[str, Any]]]:
         """Search the chunk's theorems with the policy's prover models and exploration, on Dask."""
+        from aitp.proving.backends import serving_address
         from aitp.rollouts.cluster import dask_client
 
         names = [t.name for t in items]
@@ -212,6 +221,8 @@ class ProverEnvironment:
         local = client is None or isinstance(client, str)
         opened = dask_client(client, self.config.rollouts.workers, gpus=0) if local else nullcontext(client)
         with opened as dask:
+            if _workers_on_this_host(dask):
+                job = replace(job, prover_address=serving_address(self.proving.backend))
             if size is None:
                 workers = max(1, len(dask.scheduler_info().get("workers", {})))
                 size = max(1, -(-len(names) // workers))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 from aitp.proving.coq import CoqEnv, coq_available
 from aitp.proving.env import ProverEnv
 from aitp.proving.errors import ProverUnavailableError, UnknownBackendError
-from aitp.proving.hol_light import HolLightEnv, hol_light_available
+from aitp.proving.hol_light import HolLightEnv, HolLightServer, hol_light_available
 from aitp.proving.leandojo import LeanDojoEnv, leandojo_available
 
 BACKENDS: dict[str, tuple[type[ProverEnv], object]] = {
@@ -23,9 +25,26 @@ def backend_available(name: str) -> tuple[bool, str]:
     return BACKENDS[name][1]()
 
 
-def open_env(name: str, tactic_timeout: float = 5.0, **kwargs) -> ProverEnv:
-    """Start a prover session of backend `name`, or fail in one line naming the install command."""
+def serving_address(name: str) -> str | None:
+    """Where this process's loaded prover forks sessions for other processes of this host (HOL Light's socket).
+
+    Loading HOL Light's library costs 70-90 s of a core: local workers that fork from one loaded toplevel
+    pay it once per run, not once per process. None for a backend that starts fast (Coq) or has no server.
+    """
+    if name != "hol-light":
+        return None
+    return HolLightServer.shared().path
+
+
+def open_env(name: str, tactic_timeout: float = 5.0, address: str | None = None, **kwargs) -> ProverEnv:
+    """Start a prover session of backend `name`, or fail in one line naming the install command.
+
+    `address` (from `serving_address`) forks the session from that loaded prover when it serves on this host;
+    elsewhere (a worker on another machine) the backend starts its own.
+    """
     ok, why = backend_available(name)
     if not ok:
         raise ProverUnavailableError(f"backend '{name}' is unavailable: {why}")
+    if address is not None and name == "hol-light" and os.path.exists(address):
+        kwargs.setdefault("server", HolLightServer(address))
     return BACKENDS[name][0](tactic_timeout=tactic_timeout, **kwargs)

@@ -4,9 +4,10 @@ The loaded toplevel listens on a Unix socket and forks a child per connection (~
 session starts from the same fully loaded state. A child keeps a table of goals; a request names
 a goal by id and a tactic as an s-expression, which the child *interprets* over tables of known
 tactics, conversions and library theorems: no OCaml is ever evaluated from a request, and terms
-are parsed as data by `parse_term`. Each tactic, the parsing of its terms included, runs under an
-interval timer; the timeout exception leaves the child usable. `CONV_TAC` takes a conversion from
-its own table, and is listed among the tactics when that table is not empty. The final check
+are parsed as data by `parse_term`. Each tactic, the parsing of its terms included, runs under a
+timer of the child's own CPU time (so a loaded machine does not turn successes into timeouts); the
+timeout exception leaves the child usable. `CONV_TAC` takes a conversion from its own table, and is
+listed among the tactics when that table is not empty. The final check
 rebuilds the theorem with `prove` from the proof tree (`THENL`), and compares it with the library
 statement, no hypotheses, no new axioms.
 
@@ -21,7 +22,9 @@ from aitp.proving.hol_tactics import HOL_CONVS, HOL_TACTICS
 # Plain OCaml, evaluated through the compiler's own parser: HOL Light's syntax extension reads
 # ALL-CAPS names as values, so Unix constructors (ITIMER_REAL, PF_UNIX, ...) can only be named here.
 HELPERS_ML = r"""
-let aitp_set_timer secs = ignore (Unix.setitimer Unix.ITIMER_REAL {Unix.it_interval = 0.0; Unix.it_value = secs})
+(* The session's own CPU time, not wall time: other jobs on the machine must not turn a tactic that
+   would succeed into a timeout (a blocked child is still caught by the owner's wall-clock deadline). *)
+let aitp_set_timer secs = ignore (Unix.setitimer Unix.ITIMER_VIRTUAL {Unix.it_interval = 0.0; Unix.it_value = secs})
 let aitp_listen path =
   (try Unix.unlink path with Unix.Unix_error _ -> ());
   let sock = Unix.socket Unix.PF_UNIX Unix.SOCK_STREAM 0 in
@@ -130,7 +133,7 @@ let rec aitp_tactic e = match e with
   | _ -> failwith "bad tactic expression";;
 
 let aitp_with_timeout secs f x =
-  Sys.set_signal Sys.sigalrm (Sys.Signal_handle (fun _ -> raise Aitp_timeout));
+  Sys.set_signal Sys.sigvtalrm (Sys.Signal_handle (fun _ -> raise Aitp_timeout));
   aitp_set_timer secs;
   try let r = f x in aitp_set_timer 0.0; r with e -> aitp_set_timer 0.0; raise e;;
 

@@ -46,7 +46,7 @@ def test_the_shipped_proving_configs_load():
         )
         config = load_config(LoopConfig, path)
         assert config.environment == "proving" and config.proving.backend == backend
-        assert config.iterations >= 4
+        assert config.iterations >= 3  # issue 17: at least 3 iterations after the untrained iteration 0
         assert config.proving.learn == (name != "prove-coq-control.yaml")  # the control learns nothing
         recorded = config.model_dump(mode="json")
         assert "tasks" not in recorded and LoopConfig.model_validate(recorded) == config  # the record reloads
@@ -260,3 +260,13 @@ def test_a_generative_loop_trains_its_generator_on_rechecked_train_proofs(tmp_pa
     assert isinstance(load_prover_models(second, library).policy(library), GenerativeTacticPolicy)
     evals = _one(tmp_path, "SELECT iteration, n_items FROM evals WHERE experiment = 'prove-gen' ORDER BY iteration")
     assert evals == [(0, 6), (1, 6)]  # both generators evaluated alone on the same valid theorems and gated
+
+
+def test_workers_of_a_local_cluster_may_fork_the_loops_prover():
+    from distributed import Client
+
+    from aitp.loop.proving import _workers_on_this_host
+    from aitp.rollouts.cluster import local_cluster
+
+    with local_cluster(1) as cluster, Client(cluster, set_as_default=False) as client:
+        assert _workers_on_this_host(client)

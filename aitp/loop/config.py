@@ -119,6 +119,24 @@ class LoopEvalConfig(BaseModel):
 PROVER_BACKENDS = ("coq", "hol-light")
 
 
+class GeneratorConfig(BaseModel):
+    """The generative tactic model (`proving.tactic_policy: generative`): its base and how it is fine-tuned."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: str | None = None
+    """A policy spec (a Hugging Face checkpoint path on a GPU, a tiny checkpoint...); None: a fresh built-in model."""
+    steps: int = Field(300, ge=1)
+    batch_size: int = Field(16, ge=1)
+    lr: float = Field(1e-3, gt=0.0)
+    max_goal_chars: int | None = Field(256, ge=16)
+    """The goal's last characters in the prompt (None: all of it)."""
+    samples_per_tactic: int = Field(2, ge=1)
+    """Completions drawn per tactic a search asks for; the best distinct valid ones are tried."""
+    with_alternatives: bool = True
+    """Also train on the other tactics that worked on a proof's goal."""
+
+
 class ProvingConfig(BaseModel):
     """The prover environment: which theorems, how train slices are searched, and the fixed valid budget."""
 
@@ -153,6 +171,11 @@ class ProvingConfig(BaseModel):
     {experiment} {iteration} {out}) run instead of the built-in refit; the checkpoint it writes into {out} is
     validated, registered and gated like ours (`aitp.proving.external_training`). None: the built-in refit."""
     train_command_timeout_s: float = Field(3600.0, gt=0.0)
+    tactic_policy: Literal["ranked", "generative"] = "ranked"
+    """ranked: the tactic ranker over the fixed tactic set; generative: a language model writes the tactics
+    (fine-tuned each iteration on the re-checked train proofs, from its base, gated on the valid split alike)."""
+    generator: GeneratorConfig | None = None
+    """The generative model's settings (tactic_policy: generative only; None there means the defaults)."""
     first_champion: Literal["untrained", "trained"] = "untrained"
     """untrained: iteration 0 registers and evaluates the untrained models (no search, no training), so every
     gain is measured from the untrained start; trained: iteration 0 searches a slice and trains like the rest."""
@@ -182,6 +205,14 @@ class ProvingConfig(BaseModel):
             if data.get(key) == default:
                 data.pop(key)
         return data
+
+    @model_validator(mode="after")
+    def _check_generator(self) -> ProvingConfig:
+        if self.tactic_policy == "ranked" and self.generator is not None:
+            raise ValueError("proving.generator is read only with tactic_policy: generative: remove it or set that")
+        if self.tactic_policy == "generative" and self.generator is None:
+            self.generator = GeneratorConfig()
+        return self
 
 
 REASONING_ONLY = ("tasks", "demonstrations_per_task", "warm_start", "self_train", "eval", "system_prompt", "policy")
@@ -289,6 +320,10 @@ class LoopConfig(BaseModel):
                 data.pop(key, None)
             for key in REASONING_ONLY_ROLLOUTS:
                 data.get("rollouts", {}).pop(key, None)
+            if isinstance(data.get("proving"), dict) and data["proving"].get("tactic_policy") == "ranked":
+                # a ranked loop dumps (and hashes) as before the generative policy existed, so it resumes
+                data["proving"].pop("tactic_policy", None)
+                data["proving"].pop("generator", None)
         return data
 
     def demonstrations(self, name: str) -> int:

@@ -267,8 +267,7 @@ class ProverEnvironment:
         if not self.acts(iteration):
             untrained = ProverModels.untrained(self.proving.backend, self.library)
             untrained.record = {"untrained": True, "seed": self.config.seed}
-            untrained.save(out)
-            return out
+            return self._save(untrained, None, out)
         if self.proving.train_command:
             return self._train_externally(home, experiment, iteration, out)
         min_visits = self.proving.critic_min_visits if self.proving.critic == "learned" else None
@@ -276,7 +275,32 @@ class ProverEnvironment:
         models = train_prover_models(
             data, self.library, epochs=self.proving.epochs, seed=self.config.seed, learn=self.proving.learn
         )
-        models.save(out)
+        return self._save(models, data if self.proving.learn else None, out)
+
+    def _save(self, models: Any, data: Any, out: Path) -> Path:
+        """Save the models; with a generative policy, its model too (fine-tuned on `data`, else its base)."""
+        import shutil
+
+        from aitp.proving.tactic_generator import TINY_TACTIC_MODEL, GeneratorSettings, prepare_generator
+        from aitp.train.config import TrainConfig
+
+        g = self.proving.generator
+        if self.proving.tactic_policy != "generative" or g is None:
+            models.save(out)
+            return out
+        settings = GeneratorSettings(
+            max_goal_chars=g.max_goal_chars,
+            samples_per_tactic=g.samples_per_tactic,
+            with_alternatives=g.with_alternatives,
+        )
+        max_len = TINY_TACTIC_MODEL["max_seq_len"] if g.base is None else 1024
+        train = TrainConfig(steps=g.steps, batch_size=g.batch_size, lr=g.lr, max_len=max_len, seed=self.config.seed)
+        staged = prepare_generator(data, self.proving.backend, g.base, train, settings, out)
+        models.generator = staged
+        try:
+            models.save(out)  # copies the generator in
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
         return out
 
     def _train_externally(self, home: Path, experiment: str, iteration: int, out: Path) -> Path:

@@ -5,7 +5,9 @@ Layout of a checkpoint directory (assembled in a hidden sibling and renamed into
 - `tactic_ranker.npy`: the tactic ranker's hashed weights;
 - `premise_ranker.pt`: the premise ranker's learned towers (its TF-IDF part comes from the library);
 - `goal_critic.npy`: the goal critic's hashed weights, when one was trained (its shape in the manifest's `critic`);
-- `training.json`: data counts, losses, seconds (descriptive: not part of the version).
+- `training.json`: data counts, losses, seconds (descriptive: not part of the version);
+- `generator/` (only when the policy is generative): the generative tactic model's policy checkpoint
+  (`aitp.proving.tactic_generator`); its tactics replace the ranked fixed set in every search.
 Its version is the content fingerprint of the directory, as for every other aitp checkpoint, so the
 same weights and settings get the same version however and wherever they were trained.
 """
@@ -13,6 +15,7 @@ same weights and settings get the same version however and wherever they were tr
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,12 +29,14 @@ from aitp.proving.candidates import CandidateGenerator
 from aitp.proving.goal_critic import CriticConfig, GoalCritic
 from aitp.proving.premises import PremiseScorer
 from aitp.proving.ranked_policy import Exploration, RankedTacticPolicy
+from aitp.proving.search.base import TacticPolicy
 from aitp.proving.tactic_ranker import RankerConfig, TacticRanker
 from aitp.proving.theorem_set import TheoremSet
 
 FORMAT = "aitp-prover-models"
 MANIFEST, RANKER_FILE, PREMISE_FILE = "prover_models.json", "tactic_ranker.npy", "premise_ranker.pt"
 CRITIC_FILE = "goal_critic.npy"
+GENERATOR_DIR = "generator"
 RECORD_FILE = "training.json"  # how it was trained: descriptive, so not part of the version
 UNTRAINED = "untrained"
 
@@ -59,6 +64,7 @@ class ProverModels:
     version: str = UNTRAINED
     record: dict[str, Any] = field(default_factory=dict)
     critic: GoalCritic | None = None  # None: untrained, the search keeps its own default critic
+    generator: Path | None = None  # a generative tactic model's checkpoint: the policy, instead of the ranker
 
     @classmethod
     def untrained(cls, backend: str, library: TheoremSet, settings: PolicySettings | None = None) -> ProverModels:
@@ -66,14 +72,26 @@ class ProverModels:
         settings = settings or PolicySettings()
         return cls(backend, TacticRanker(), new_premise_scorer(library, settings), settings)
 
-    def policy(self, library: TheoremSet, explore: Exploration | None = None) -> RankedTacticPolicy:
-        """A tactic policy usable by any search; `explore` only for train-split search."""
+    def policy(self, library: TheoremSet, explore: Exploration | None = None) -> TacticPolicy:
+        """A tactic policy usable by any search; `explore` only for train-split search.
+
+        With a generative model, evaluation (no `explore`) uses its tactics alone; train-split search interleaves
+        them with the ranked set's exploration (`InterleavedPolicy`), so proofs are found from the untrained start.
+        """
         s = self.settings
         generator = CandidateGenerator(self.backend, library, self.premise_scorer, top_premises=s.top_premises)
-        return RankedTacticPolicy(generator, self.ranker, s.family_cap, s.temperature, s.mix, explore)
+        ranked = RankedTacticPolicy(generator, self.ranker, s.family_cap, s.temperature, s.mix, explore)
+        if self.generator is None:
+            return ranked
+        from aitp.proving.generative import InterleavedPolicy
+        from aitp.proving.tactic_generator import load_tactic_generator
+
+        generative = load_tactic_generator(self.generator, self.backend)
+        return generative if explore is None else InterleavedPolicy(generative, ranked)
 
     def save(self, path: str | Path) -> str:
         """Write the checkpoint directory atomically; returns its version (content fingerprint)."""
+        path = Path(path)
         manifest = {
             "format": FORMAT,
             "backend": self.backend,
@@ -89,6 +107,9 @@ class ProverModels:
                 np.save(staging / CRITIC_FILE, self.critic.weights)
             self.premise_scorer.save(staging / PREMISE_FILE)
             publish_json(staging / RECORD_FILE, self.record)
+            if self.generator is not None:
+                shutil.copytree(self.generator, staging / GENERATOR_DIR)
+        self.generator = path / GENERATOR_DIR if self.generator is not None else None
         self.version = fingerprint(path)
         return self.version
 
@@ -112,6 +133,10 @@ def verify_prover_checkpoint(path: str | Path) -> str:
     missing = [f for f in needed if not (path / f).is_file()]
     if missing:
         raise CheckpointError(f"prover checkpoint {path} has no {', '.join(missing)}: it is incomplete, train again")
+    if (path / GENERATOR_DIR).exists():
+        from aitp.train.checkpoint import verify_checkpoint
+
+        verify_checkpoint(path / GENERATOR_DIR)  # a generative policy must load before the registry trusts it
     return "prover"
 
 
@@ -142,4 +167,5 @@ def load_prover_models(path: str | Path, library: TheoremSet) -> ProverModels:
         )
     record_file = path / RECORD_FILE
     record = json.loads(record_file.read_text()) if record_file.is_file() else {}
-    return ProverModels(library.backend, ranker, scorer, settings, fingerprint(path), record, critic)
+    generator = path / GENERATOR_DIR if (path / GENERATOR_DIR).is_dir() else None
+    return ProverModels(library.backend, ranker, scorer, settings, fingerprint(path), record, critic, generator)

@@ -35,6 +35,7 @@ def test_the_shipped_proving_configs_load():
     for name, backend in (
         ("prove-coq.yaml", "coq"),
         ("prove-coq-control.yaml", "coq"),
+        ("prove-coq-generative.yaml", "coq"),
         ("prove-hol.yaml", "hol-light"),
     ):
         path = REPO / "configs" / name
@@ -216,6 +217,49 @@ def test_train_after_eval_checkpoints_are_registered_and_gated(tmp_path, monkeyp
     (rate,) = _one(tmp_path, f"SELECT pass_rate FROM evals WHERE model_version = '{row['model_out']}'")[0]
     assert rate == row["eval_pass_rate"] and row["promote_reason"]  # evaluated and gated like ours
     assert row["promoted"] == (rate > first["eval_pass_rate"])
+
+
+def test_the_generative_policy_setting_takes_effect_or_is_refused():
+    generative = {**PROVE, "proving": {**PROVE["proving"], "tactic_policy": "generative"}}
+    config = LoopConfig.model_validate(generative)
+    assert config.proving.generator is not None and config.proving.generator.steps >= 1
+    assert config.model_dump(mode="json")["proving"]["tactic_policy"] == "generative"
+    with pytest.raises(ValueError, match="tactic_policy: generative"):
+        LoopConfig.model_validate({**PROVE, "proving": {**PROVE["proving"], "generator": {"steps": 5}}})
+    assert "tactic_policy" not in LoopConfig.model_validate(PROVE).model_dump()["proving"]  # ranked hashes as before
+
+
+@pytest.mark.slow
+def test_a_generative_loop_trains_its_generator_on_rechecked_train_proofs(tmp_path, bool_theorems):
+    """Iteration 0 registers the untrained generator; iteration 1 searches train theorems (generator beside the
+    ranked exploration), fine-tunes the generator on the re-checked train proofs, evaluates it alone, gates it."""
+    import json
+
+    from aitp.proving.generative import GenerativeTacticPolicy
+    from aitp.proving.prover_models import GENERATOR_DIR, load_prover_models
+    from aitp.proving.theorem_set import split_of
+    from aitp.proving.theorems import load_theorem_set
+
+    data = copy.deepcopy(PROVE)
+    data["experiment"] = "prove-gen"
+    data["proving"] |= {"theorems": str(bool_theorems), "tactic_policy": "generative"}
+    data["proving"]["generator"] = {"steps": 4, "batch_size": 4, "base": None}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        run = open_experiment(tmp_path, LoopConfig.model_validate(data))
+        run_iteration(run, 0)
+        run_iteration(run, 1)
+    library = load_theorem_set(str(bool_theorems), tmp_path)
+    first, second = (tmp_path / "checkpoints" / "prove-gen" / f"iter-{k:03d}" for k in (0, 1))
+    untrained = json.loads((first / GENERATOR_DIR / "training.json").read_text())
+    assert "steps" not in untrained and untrained["meta"]["tactic_generator"]["max_goal_chars"] == 256
+    record = json.loads((second / GENERATOR_DIR / "training.json").read_text())
+    assert record["steps"] == 4 and record["examples"] > 0
+    lines = (second / GENERATOR_DIR / "examples.jsonl").read_text().splitlines()
+    assert lines and all(split_of(json.loads(line)["theorem"]) == "train" for line in lines)
+    assert isinstance(load_prover_models(second, library).policy(library), GenerativeTacticPolicy)
+    evals = _one(tmp_path, "SELECT iteration, n_items FROM evals WHERE experiment = 'prove-gen' ORDER BY iteration")
+    assert evals == [(0, 6), (1, 6)]  # both generators evaluated alone on the same valid theorems and gated
 
 
 def test_workers_of_a_local_cluster_may_fork_the_loops_prover():

@@ -119,3 +119,17 @@ def test_generative_policy_speaks_the_params_protocol():
     policy = GenerativeTacticPolicy(ParamsSampler(), "hol-light")
     [suggestions] = policy.suggest([Goal("⊢ 1 + 1 = 2", "t")], n=2)
     assert [s.tactic for s in suggestions] == ["ARITH_TAC"]
+
+
+def test_interleaved_policy_takes_turns_without_repeats():
+    from aitp.proving.generative import InterleavedPolicy
+
+    goal = Goal("⊢ True", "t")
+    first = FixedTacticPolicy("coq", None, tactics=["intros", "lia", "auto"])
+    second = FixedTacticPolicy("coq", None, tactics=["auto", "simpl", "easy"])
+    [a], [b] = first.suggest([goal], 4), second.suggest([goal], 4)
+    [mixed] = InterleavedPolicy(first, second).suggest([goal], n=4)
+    tactics = [s.tactic for s in mixed]
+    assert len(tactics) == 4 == len(set(tactics))  # distinct, at most n
+    assert tactics[:2] == [a[0].tactic, b[0].tactic]  # turns: the first's best, then the second's
+    assert set(tactics) <= {s.tactic for s in a + b}

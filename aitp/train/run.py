@@ -65,6 +65,8 @@ class TrainResult:
     seconds: float
     strategy: str
     device: str
+    world_size: int = 1
+    """Training processes (one per GPU) that the data was split over."""
     losses: list[float] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
@@ -218,6 +220,7 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
         seconds=0.0,
         strategy=plan.describe(),
         device=detect_hardware().name,
+        world_size=trainer.world_size,
         losses=module.loss_history(config.grad_accum),
         config=config.model_dump(mode="json"),
         meta=meta or {},

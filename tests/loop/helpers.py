@@ -52,8 +52,10 @@ MINI = {
         "workers": 1,
         "threshold": -1,
     },
-    "warm_start": {"demonstrations_only": True, "steps": 4, "batch_size": 4, "max_len": 128},
-    "self_train": {"steps": 150, "batch_size": 4, "max_len": 128},
+    # one training thread: a fit pins every core by default, and a 32-wide model's steps on 2 threads spin against
+    # the test's other processes (server, Dask worker) on a 2-core machine: 150 steps took 31-41 s, not 3.7
+    "warm_start": {"demonstrations_only": True, "steps": 4, "batch_size": 4, "max_len": 128, "threads": 1},
+    "self_train": {"steps": 150, "batch_size": 4, "max_len": 128, "threads": 1},
     "eval": {"n_per_task": 4, "max_tokens": 8},
 }
 

@@ -60,7 +60,9 @@ def test_killed_during_training_then_resumed(baseline, prefect_server, tmp_path)
     def mid_training() -> bool:  # iteration 1 recorded its rollouts and went on to train
         if started:
             return time.monotonic() - started[0] > 0.8
-        row = read_iteration(home, resume_config(home, "mini").experiment, 1) if (home / "lake").exists() else None
+        if not (home / "lake").exists() or len(committed_shards(home, "rollouts", "mini", 1)) < CHUNKS:
+            return False  # a listing (1 ms), not a read (6 ms of the 2 cores the run needs), until rollouts end
+        row = read_iteration(home, resume_config(home, "mini").experiment, 1)
         if row and row.get("stage") == "rollouts":
             started.append(time.monotonic())
         return False

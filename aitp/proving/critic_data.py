@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aitp.errors import BadInputError
-from aitp.proving.training_data import TRAIN, _query, _theorem_name, _train_only
+from aitp.proving.trace_queries import TRAIN, query_traces, theorem_name, train_only
 
 GOAL_LABELS_SQL = """
     WITH rechecked AS (
@@ -50,8 +50,8 @@ class CriticExample:
 def _labels(home: str | Path, experiment: str, up_to: int, split: str, min_visits: int) -> list[CriticExample]:
     if min_visits < 1:
         raise BadInputError(f"critic_min_visits must be at least 1, got {min_visits}: a goal never seen is no label")
-    rows = _query(home, GOAL_LABELS_SQL, experiment, up_to, split=split, min_visits=min_visits)
-    return [CriticExample(_theorem_name(t), goal, int(label), int(v)) for goal, t, label, v in rows]
+    rows = query_traces(home, GOAL_LABELS_SQL, experiment, up_to, split=split, min_visits=min_visits)
+    return [CriticExample(theorem_name(t), goal, int(label), int(v)) for goal, t, label, v in rows]
 
 
 def critic_examples(
@@ -60,7 +60,7 @@ def critic_examples(
     """Training labels of the goal critic from the searches up to an iteration (train split only)."""
     examples = _labels(home, experiment, up_to_iteration, TRAIN, min_visits)
     for e in examples:
-        _train_only(e.theorem)
+        train_only(e.theorem)
     return examples
 
 

@@ -134,9 +134,9 @@ def verify_prover_checkpoint(path: str | Path) -> str:
     if missing:
         raise CheckpointError(f"prover checkpoint {path} has no {', '.join(missing)}: it is incomplete, train again")
     if (path / GENERATOR_DIR).exists():
-        from aitp.train.checkpoint import verify_checkpoint
+        from aitp.train.policy_files import verify_policy_checkpoint
 
-        verify_checkpoint(path / GENERATOR_DIR)  # a generative policy must load before the registry trusts it
+        verify_policy_checkpoint(path / GENERATOR_DIR)  # a generative policy must load before the registry trusts it
     return "prover"
 
 

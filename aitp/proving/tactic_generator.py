@@ -20,7 +20,8 @@ from aitp.policies.spec import PolicySpec
 from aitp.proving.env import Goal
 from aitp.proving.generative import GenerativeTacticPolicy, goal_prompt
 from aitp.proving.theorem_set import split_of
-from aitp.proving.training_data import TRAIN, LeakageError, PreferencePair, TacticExample, TrainingData
+from aitp.proving.trace_queries import TRAIN, LeakageError
+from aitp.proving.training_data import PreferencePair, TacticExample, TrainingData
 from aitp.train.config import TrainConfig
 from aitp.train.data import NoTrainingDataError
 

@@ -15,14 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aitp.errors import AitpError
 from aitp.proving.premises import used_premises
-from aitp.proving.theorem_set import TheoremSet, split_of
+from aitp.proving.theorem_set import TheoremSet
+from aitp.proving.trace_queries import TRAIN, query_traces, theorem_name, train_only
 
 if TYPE_CHECKING:
     from aitp.proving.critic_data import CriticExample
 
-TRAIN = "train"
 
 BEST_PROOFS_SQL = """
     SELECT theorem_id, iteration, search_id, proof_id, n_steps, proof_text FROM (
@@ -61,10 +60,6 @@ PROOF_STEPS_SQL = f"""
     LEFT JOIN children_proved p ON p.edge_id = t.edge_id
     GROUP BY ALL
     ORDER BY s.theorem_id, s.src_node_id"""
-
-
-class LeakageError(AitpError):
-    """A valid- or test-split theorem reached training data: the lake holds mislabelled rows."""
 
 
 @dataclass(frozen=True)
@@ -112,39 +107,18 @@ class ProofRecord:
     proof_text: str
 
 
-def _theorem_name(theorem_id: str) -> str:
-    return theorem_id.split(":", 1)[1] if ":" in theorem_id else theorem_id
-
-
-def _query(home: str | Path, sql: str, experiment: str, up_to: int, **params: object) -> list[tuple]:
-    from aitp.lake import connect
-
-    con = connect(home)
-    try:
-        con.create_function("aitp_split", lambda tid: split_of(_theorem_name(tid)), ["VARCHAR"], "VARCHAR")
-        return con.execute(sql, {"experiment": experiment, "up_to": up_to, **params}).fetchall()
-    finally:
-        con.close()
-
-
-def _train_only(name: str) -> str:
-    if split_of(name) != TRAIN:  # the SQL already filters; this guards the guard
-        raise LeakageError(f"theorem '{name}' of split {split_of(name)} reached training data: rerun the selection")
-    return name
-
-
 def best_proofs(home: str | Path, experiment: str, up_to_iteration: int) -> list[ProofRecord]:
     """The shortest re-checked proof of each train theorem found up to `up_to_iteration`."""
-    rows = _query(home, BEST_PROOFS_SQL + " ORDER BY theorem_id", experiment, up_to_iteration)
-    return [ProofRecord(_train_only(_theorem_name(r[0])), r[1], r[2], r[4], r[5]) for r in rows]
+    rows = query_traces(home, BEST_PROOFS_SQL + " ORDER BY theorem_id", experiment, up_to_iteration)
+    return [ProofRecord(train_only(theorem_name(r[0])), r[1], r[2], r[4], r[5]) for r in rows]
 
 
 def tactic_examples(home: str | Path, experiment: str, up_to_iteration: int) -> list[TacticExample]:
     """One example per step of each theorem's shortest re-checked proof (train split only)."""
-    rows = _query(home, PROOF_STEPS_SQL, experiment, up_to_iteration)
+    rows = query_traces(home, PROOF_STEPS_SQL, experiment, up_to_iteration)
     out = []
     for theorem_id, iteration, search_id, node_id, goal, tactic, worked, erroring in rows:
-        name = _train_only(_theorem_name(theorem_id))
+        name = train_only(theorem_name(theorem_id))
         out.append(
             TacticExample(
                 name, TRAIN, goal, tactic, iteration, search_id, node_id, tuple(worked or ()), tuple(erroring or ())

@@ -18,7 +18,8 @@ from aitp.proving.tactic_generator import (
     train_tactic_generator,
 )
 from aitp.proving.theorem_set import split_of
-from aitp.proving.training_data import LeakageError, TacticExample, TrainingData, select_training_data
+from aitp.proving.trace_queries import LeakageError
+from aitp.proving.training_data import TacticExample, TrainingData, select_training_data
 from aitp.train.config import TrainConfig
 from aitp.train.data import NoTrainingDataError
 

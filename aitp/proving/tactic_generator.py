@@ -19,8 +19,7 @@ from typing import Any
 from aitp.policies.spec import PolicySpec
 from aitp.proving.env import Goal
 from aitp.proving.generative import GenerativeTacticPolicy, goal_prompt
-from aitp.proving.theorem_set import split_of
-from aitp.proving.trace_queries import TRAIN, LeakageError
+from aitp.proving.trace_queries import train_only
 from aitp.proving.training_data import PreferencePair, TacticExample, TrainingData
 from aitp.train.config import TrainConfig
 from aitp.train.data import NoTrainingDataError
@@ -61,12 +60,6 @@ def _prompt(goal: str, theorem: str, backend: str, settings: GeneratorSettings) 
     return json.dumps(goal_prompt(Goal(goal, theorem), backend, settings.max_goal_chars))
 
 
-def _train_theorem(theorem: str) -> str:
-    if split_of(theorem) != TRAIN:  # selection filters already; a generator must never see valid goals
-        raise LeakageError(f"theorem '{theorem}' of split {split_of(theorem)} reached generator data: reselect")
-    return theorem
-
-
 def sft_examples(examples: list[TacticExample], backend: str, settings: GeneratorSettings) -> list[dict[str, Any]]:
     """One (goal prompt, tactic) example per proof step, plus the step's alternatives if asked; each once."""
     out, seen = [], set()
@@ -80,7 +73,7 @@ def sft_examples(examples: list[TacticExample], backend: str, settings: Generato
             out.append(
                 {
                     "source": "proof_step" if number == 0 else "alternative",
-                    "theorem": _train_theorem(ex.theorem),
+                    "theorem": train_only(ex.theorem),
                     "iteration": ex.iteration,
                     "search_id": ex.search_id,
                     "node_id": ex.node_id,
@@ -96,7 +89,7 @@ def dpo_examples(pairs: list[PreferencePair], backend: str, settings: GeneratorS
     return [
         {
             "source": "pair",
-            "theorem": _train_theorem(p.theorem),
+            "theorem": train_only(p.theorem),
             "prompt": _prompt(p.goal, p.theorem, backend, settings),
             "completion": p.chosen,
             "rejected": p.rejected,

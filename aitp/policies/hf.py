@@ -167,11 +167,20 @@ class HFPolicy:
         text = "\n\n".join(f"{m['role'].capitalize()}: {m['content']}" for m in messages) + "\n\nAssistant:"
         return list(self.tokenizer(text)["input_ids"])
 
+    def prompts_ids(self, prompts: list[Messages]) -> list[list[int]]:
+        """`prompt_ids` of many chats: the template rendered for all, then one tokenizer call (parallel in Rust)."""
+        if not prompts:
+            return []
+        if getattr(self.tokenizer, "chat_template", None):
+            texts = self.tokenizer.apply_chat_template(prompts, tokenize=False, add_generation_prompt=True)
+            return [list(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        return [self.prompt_ids(m) for m in prompts]
+
     def sample(
         self, prompts: list[Messages], params: SamplingParams, seeds: list[int] | None = None
     ) -> list[list[Completion]]:
         """Return `params.n` completions per prompt; `seeds[i]` alone decides prompt i's randomness."""
-        return self.sample_ids([self.prompt_ids(m) for m in prompts], params, seeds)
+        return self.sample_ids(self.prompts_ids(prompts), params, seeds)
 
     def sample_ids(
         self, prompt_ids: list[list[int]], params: SamplingParams, seeds: list[int] | None = None

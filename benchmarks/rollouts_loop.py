@@ -5,7 +5,7 @@
 The in-loop rate is what the lake says of an iteration: completion tokens over the shards' wall
 seconds (`latency_s` of each group's first sample, summed: the `policy.sample` call of a shard,
 prompts tokenised and texts decoded included). The replay loads the checkpoint that sampled those
-rows (found by the `model_version` fingerprint under HOME/checkpoints), cuts the iteration's chats
+rows (found under HOME by its `model_version` fingerprint), cuts the iteration's chats
 and seeds into the loop's GPU shards and times the same `policy.sample` call on each, in one plain
 process after one untimed call (the loop's worker had decoded an earlier iteration): the same model,
 prompts, seeds and sampling settings, so the two rates differ only by where the call runs.
@@ -28,11 +28,11 @@ from aitp.rollouts.shards import cut_shards, default_shard_size
 
 
 def checkpoint_of(home: Path, version: str) -> Path:
-    """The checkpoint directory under HOME/checkpoints whose fingerprint is `version`."""
-    for path in sorted((home / "checkpoints").glob("*/iter-*")):
-        if path.is_dir() and fingerprint(path) == version:
-            return path
-    raise SystemExit(f"no checkpoint under {home}/checkpoints has fingerprint {version}")
+    """The model directory under HOME (a checkpoint, a registered copy) whose fingerprint is `version`."""
+    for config in sorted(home.rglob("config.json")):
+        if fingerprint(config.parent) == version:
+            return config.parent
+    raise SystemExit(f"no model directory under {home} has fingerprint {version}")
 
 
 def in_loop(rows: list[dict]) -> dict:

@@ -14,7 +14,9 @@ prompts, seeds and sampling settings, so the two rates differ only by where the 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import time
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from aitp.fingerprint import fingerprint
 from aitp.lake.reader import read_partition
 from aitp.policies.base import SamplingParams
 from aitp.policies.loading import load_policy
-from aitp.rollouts.shards import cut_shards, default_shard_size
+from aitp.rollouts.shards import cut_shards, default_shard_size, sample_seed
 
 
 def checkpoint_of(home: Path, version: str) -> Path:
@@ -42,11 +44,13 @@ def in_loop(rows: list[dict]) -> dict:
     return dict(tokens=tokens, seconds=seconds, tps=tokens / seconds)
 
 
-def replay(home: Path, experiment: str, iteration: int, new_tokens: int, temperature: float) -> dict:
+def replay(
+    home: Path, experiment: str, iteration: int, new_tokens: int, temperature: float, seed: int = 0, profile=None
+) -> dict:
     """The in-loop figures and the replayed calls' figures for one iteration."""
     table = read_partition(home, "rollouts", experiment, iteration)
     rows = table.select(
-        ["prompt", "sample_seed", "sample_index", "completion_tokens", "prompt_tokens", "latency_s", "model_version"]
+        ["item_id", "prompt", "sample_index", "completion_tokens", "prompt_tokens", "latency_s", "model_version"]
     ).to_pylist()
     versions = {r["model_version"] for r in rows}
     if len(versions) != 1:
@@ -54,7 +58,7 @@ def replay(home: Path, experiment: str, iteration: int, new_tokens: int, tempera
     firsts = [r for r in rows if r["sample_index"] == 0]
     n = len(rows) // len(firsts)
     chats = [json.loads(r["prompt"]) if isinstance(r["prompt"], str) else r["prompt"] for r in firsts]
-    seeds = [r["sample_seed"] for r in firsts]
+    seeds = [sample_seed(r["item_id"], seed, iteration) for r in firsts]
     policy = load_policy(str(checkpoint_of(home, versions.pop())), device="cuda")
     params = SamplingParams(n=n, temperature=temperature, max_tokens=new_tokens)
     size = default_shard_size(len(chats), gpu_workers=1)
@@ -64,7 +68,11 @@ def replay(home: Path, experiment: str, iteration: int, new_tokens: int, tempera
     for shard_chats, shard_seeds in shards:
         torch.cuda.synchronize()
         start = time.perf_counter()
+        if profile is not None:
+            profile.enable()
         groups = policy.sample(shard_chats, params, shard_seeds)
+        if profile is not None:
+            profile.disable()
         seconds += time.perf_counter() - start
         tokens += sum(c.completion_tokens for g in groups for c in g)
     loop = in_loop(rows)
@@ -89,9 +97,12 @@ def main() -> None:
     parser.add_argument("iteration", type=int)
     parser.add_argument("--new-tokens", type=int, default=64, help="the config's rollouts.max_tokens")
     parser.add_argument("--temperature", type=float, default=1.0, help="the config's rollouts.temperature")
+    parser.add_argument("--seed", type=int, default=0, help="the config's seed (the groups' sampling seeds follow it)")
+    parser.add_argument("--profile", type=int, default=0, help="print this many lines of a profile of the timed calls")
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args()
-    result = replay(args.home, args.experiment, args.iteration, args.new_tokens, args.temperature)
+    profile = cProfile.Profile() if args.profile else None
+    result = replay(args.home, args.experiment, args.iteration, args.new_tokens, args.temperature, args.seed, profile)
     loop, again = result["in_loop"], result["replayed"]
     print(
         f"{result['card']}, iteration {result['iteration']}: {result['prompts']} prompts x {result['n']} in "
@@ -101,6 +112,8 @@ def main() -> None:
         f"replayed:    {again['tokens']:,.0f} tokens in {again['seconds']:.2f} s = {again['tps']:,.0f} tokens/s\n"
         f"in-loop / replayed: {100 * result['ratio']:.0f} %"
     )
+    if profile is not None:
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
 

@@ -63,6 +63,7 @@ def assert_same(reference, got, logprob_tol=1e-4):
         for r, c in zip(ref_group, group):
             assert (c.token_ids, c.text, c.finish_reason, c.extra) == (r.token_ids, r.text, r.finish_reason, r.extra)
             assert c.completion_tokens == len(c.logprobs) and c.prompt_tokens == r.prompt_tokens
+            assert type(c.prompt_tokens) is int and type(c.completion_tokens) is int
             assert max((abs(a - b) for a, b in zip(c.logprobs, r.logprobs)), default=0) < logprob_tol
 
 

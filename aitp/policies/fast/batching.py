@@ -36,7 +36,7 @@ from aitp.policies.tiny.sampler import _completion, _limit, _Row, draw_uniforms
 CHECK_EVERY = 16  # most tokens per row between host checks (and always, with stop strings)
 MIN_BLOCK = 2  # fewest tokens per row between host checks
 CHECK_ROW_STEPS = 8192  # a host check costs about as much as decoding this many row-steps
-PREFILL_TOKENS = 32768  # prompt tokens per prefill pass (bounds its activations)
+PREFILL_TOKENS = 65536  # prompt tokens per prefill pass (bounds its activations, ~1 GiB at SmolLM2's sizes)
 PREFILL_SCORES = 1 << 28  # attention scores per prefill pass (prompts x heads x width^2, float32: 1 GiB)
 FIRST_TOKEN_ROWS = 1024  # rows whose first token is sampled together (bounds the vocabulary-wide buffers)
 
@@ -134,7 +134,7 @@ class _Batch:
         n = params.n
         self.total = len(prompt_ids) * n
         self.limit = np.repeat(np.asarray(limits, dtype=np.int64), n)  # row -> token limit
-        self.prompt_lens = [len(p) for p in prompt_ids for _ in range(n)]  # row -> prompt tokens
+        self.prompt_lens = np.repeat(np.fromiter(map(len, prompt_ids), np.int64, len(prompt_ids)), n)  # row -> tokens
         self.out: list[Completion | None] = [None] * self.total
         self.next_row = 0  # rows are admitted in order
         self.row_of = np.full(engine.slots, -1, dtype=np.int64)  # slot -> row, -1 when free
@@ -201,20 +201,21 @@ class _Batch:
 
     def _start(self, mine: list[tuple[int, int]], logits: Tensor, source: Tensor) -> None:
         eng, dev = self.engine, self.device
-        slot_list, row_idx = [s for s, _ in mine], [r for _, r in mine]
-        slots = torch.tensor(slot_list, device=dev)
-        u = self.uniforms[row_idx].to(dev)
+        slot_np = np.fromiter((s for s, _ in mine), dtype=np.int64, count=len(mine))
+        row_np = np.fromiter((r for _, r in mine), dtype=np.int64, count=len(mine))
+        slots = torch.from_numpy(slot_np).to(dev)
+        u = self.uniforms[torch.from_numpy(row_np)].to(dev)
         tokens, logprobs = pick(logits[source], self.params.temperature, self.params.top_p, u[:, 0])
-        limits = torch.from_numpy(self.limit[row_idx]).to(dev)
+        limits = torch.from_numpy(self.limit[row_np]).to(dev)
         eng.tok[slots] = tokens
-        eng.pos[slots] = torch.tensor([self.prompt_lens[r] for r in row_idx], device=dev)
+        eng.pos[slots] = torch.from_numpy(self.prompt_lens[row_np]).to(dev)
         eng.gen[slots] = 1
         eng.limit[slots] = limits
         eng.done[slots] = torch.isin(tokens, eng.eos) | (limits <= 1)
         eng.uniform[slots, : u.shape[1]] = u
         eng.out_tok[slots, 0] = tokens
         eng.out_lp[slots, 0] = logprobs
-        self.row_of[slot_list], self.gen[slot_list], self.checked[slot_list] = row_idx, 1, 0
+        self.row_of[slot_np], self.gen[slot_np], self.checked[slot_np] = row_np, 1, 0
         self.live += len(mine)
 
     def _flagged(self, b: int) -> np.ndarray:
@@ -294,7 +295,8 @@ class _Batch:
 
 def _right_pad(seqs: list[list[int]], device) -> tuple[Tensor, Tensor]:
     width = max(len(s) for s in seqs)
-    ids = torch.zeros((len(seqs), width), dtype=torch.long)
+    ids = np.zeros((len(seqs), width), dtype=np.int64)
     for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-    return ids.to(device), torch.tensor([len(s) for s in seqs], device=device)
+        ids[i, : len(s)] = s
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    return torch.from_numpy(ids).to(device), torch.from_numpy(lengths).to(device)

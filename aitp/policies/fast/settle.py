@@ -9,9 +9,10 @@ so such rows go through the eager sampler's own finish rule token by token (`rep
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -40,15 +41,15 @@ def ended_rows(rows: list[int], tokens: Tensor, logprobs: Tensor, gen: Tensor, l
     return Ended(rows, tokens.cpu(), logprobs.cpu(), lengths.cpu(), stopped.cpu())
 
 
-def completions(ended: Ended, prompt_lens: Sequence[int], decode_batch: Callable[[list[list[int]]], list[str]]):
+def completions(ended: Ended, prompt_lens: np.ndarray, decode_batch: Callable[[list[list[int]]], list[str]]):
     """(row, completion) for each ended row; one tokenizer call decodes every text (an ending EOS is not text)."""
-    lengths, eos = ended.lengths.tolist(), ended.eos.tolist()
+    lengths, eos, plens = ended.lengths.tolist(), ended.eos.tolist(), prompt_lens[ended.rows].tolist()
     ids = [t[:n] for t, n in zip(ended.tokens.tolist(), lengths)]
     lps = [lp[:n] for lp, n in zip(ended.logprobs.tolist(), lengths)]
     texts = decode_batch([i[:-1] if e else i for i, e in zip(ids, eos)])
     return [
-        (r, Completion(text, i, lp, "stop" if e else "length", prompt_lens[r], len(i), {}))
-        for r, i, lp, e, text in zip(ended.rows, ids, lps, eos, texts)
+        (r, Completion(text, i, lp, "stop" if e else "length", p, len(i), {}))
+        for r, i, lp, e, p, text in zip(ended.rows, ids, lps, eos, plens, texts)
     ]
 
 
@@ -64,9 +65,9 @@ def replay(row: _Row, ids: list[int], lps: list[float], start: int, end: int, st
     return False
 
 
-def replayed_completions(rows: list[tuple[int, _Row]], prompt_lens: Sequence[int], decode, decode_batch):
+def replayed_completions(rows: list[tuple[int, _Row]], prompt_lens: np.ndarray, decode, decode_batch):
     """(row, completion) for rows that ended by the eager rule; texts not cut at a stop decoded in one call."""
     pending = [row for _, row in rows if row.text is None]
     for row, text in zip(pending, decode_batch([completion_body(row) for row in pending])):
         row.text = text
-    return [(r, _completion(row, prompt_lens[r], decode)) for r, row in rows]
+    return [(r, _completion(row, int(prompt_lens[r]), decode)) for r, row in rows]

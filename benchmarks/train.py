@@ -1,7 +1,7 @@
 """Training throughput and model FLOPs utilisation: DeepSpeed ZeRO-2 vs the plain single-GPU strategy, one call.
 
-    python benchmarks/train.py [--model smollm2] [--steps 50] [--warmup 10] [--batches 64,128] [--seq 512]
-                               [--compile off,on,reduce-overhead] [--strategies single,deepspeed] [--lm-head fused,plain]
+    python benchmarks/train.py [--model smollm2] [--steps 50] [--warmup 10] [--batches 128,192] [--seq 512]
+        [--compile reduce-overhead] [--strategies single,deepspeed] [--lm-head fused]
 
 Every run trains the same model from the same seed on the same synthetic token batches through
 `aitp.train.module.PolicyModule` and the strategy that `aitp.train.strategy` builds, in bf16
@@ -169,12 +169,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["smollm2", "tiny"], default="smollm2")
     parser.add_argument(
-        "--compile", default="on,reduce-overhead", help="comma-separated: off, on (torch.compile), or a compile mode"
+        "--compile", default="reduce-overhead", help="comma-separated: off, on (torch.compile), or a compile mode"
     )
     parser.add_argument("--lm-head", default="fused", help="comma-separated: fused (the module's GPU loss), plain")
     parser.add_argument("--steps", type=int, default=50, help="optimizer steps per run")
     parser.add_argument("--warmup", type=int, default=10, help="steps not timed (allocator, compile, ZeRO buckets)")
-    parser.add_argument("--batches", default="64,128", help="sequences per step, one set of runs per value")
+    parser.add_argument("--batches", default="128,192", help="sequences per step, one set of runs per value")
     parser.add_argument("--seq", type=int, default=512, help="tokens per sequence")
     parser.add_argument("--layers", type=int, default=10, help="tiny model only")
     parser.add_argument("--d-model", type=int, default=1024, help="tiny model only")

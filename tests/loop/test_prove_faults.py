@@ -145,7 +145,7 @@ def test_a_prover_killed_mid_search_loses_no_theorem(bool_theorems):
             while not killed:
                 coq = getattr(prover, "_coq", None)
                 if coq is not None and coq.proc.poll() is None and prover.crashes == 0:
-                    time.sleep(0.5)
+                    time.sleep(0.05)  # early enough that the search still has theorems left to send it
                     os.killpg(coq.proc.pid, signal.SIGKILL)
                     killed.append(coq.proc.pid)
                 time.sleep(0.01)

@@ -63,7 +63,7 @@ def replay(
     params = SamplingParams(n=n, temperature=temperature, max_tokens=new_tokens)
     size = default_shard_size(len(chats), gpu_workers=1)
     shards = list(zip(cut_shards(chats, size), cut_shards(seeds, size)))
-    policy.sample(shards[0][0], params, shards[0][1])  # untimed: compiles and captures, as the loop's earlier iterations did
+    policy.sample(shards[0][0], params, shards[0][1])  # untimed: compiles and captures, as earlier iterations did
     tokens = seconds = 0.0
     for shard_chats, shard_seeds in shards:
         torch.cuda.synchronize()

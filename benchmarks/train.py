@@ -1,7 +1,7 @@
 """Training throughput and model FLOPs utilisation: DeepSpeed ZeRO-2 vs the plain single-GPU strategy, one call.
 
-    python benchmarks/train.py [--model smollm2] [--steps 50] [--warmup 10] [--batches 16,64] [--seq 512]
-                               [--compile off,on] [--strategies single,deepspeed]
+    python benchmarks/train.py [--model smollm2] [--steps 50] [--warmup 10] [--batches 128,192] [--seq 512]
+        [--compile reduce-overhead] [--strategies single,deepspeed] [--lm-head fused]
 
 Every run trains the same model from the same seed on the same synthetic token batches through
 `aitp.train.module.PolicyModule` and the strategy that `aitp.train.strategy` builds, in bf16
@@ -10,7 +10,11 @@ master copies). `--model smollm2` is the SmolLM2-135M architecture (Llama: 30 la
 9 query and 3 key/value heads, MLP 1536, vocabulary 49,152, tied embeddings; random weights, so no
 checkpoint is needed) trained as a Hugging Face policy; `--model tiny` is the built-in transformer
 (`--layers`, `--d-model`). `--compile on` sets the module's `compile` (torch.compile of network and
-loss). Tokens/s counts every token of the timed steps (after `--warmup` steps).
+loss) with torch.compile's default mode; `--compile reduce-overhead` (or `max-autotune-no-cudagraphs`) sets
+that mode, reduce-overhead replaying each step's compiled kernels as CUDA graphs. `--lm-head fused` is the
+module's GPU loss (`aitp.train.logprobs`: output layer and cross-entropy in chunks, no full logits); `plain`
+times the unfused head in the same run (full bf16 logits, fp32 cross-entropy) by switching the fused one off.
+Tokens/s counts every token of the timed steps (after `--warmup` steps).
 
 MFU = model FLOPs per second / peak, two ways: `6N` counts 6 * parameters (embedding included: it
 is the tied output layer's matrix) per token; `6N+attn` adds attention's score and value products,
@@ -28,6 +32,7 @@ import torch
 from rollouts import SMOLLM2_135M, matmul_tflops  # benchmarks/rollouts.py: the architecture, the matmul peak
 
 from aitp.policies.tiny import TinyConfig, TinyTransformer
+from aitp.train import logprobs
 from aitp.train.module import PolicyModule, pl
 from aitp.train.strategy import Hardware, build_strategy, plan_strategy
 
@@ -77,8 +82,18 @@ def build_model(args) -> tuple[torch.nn.Module, str, int, int, int]:
     return LlamaForCausalLM(config), "hf", config.vocab_size, config.num_hidden_layers, config.hidden_size
 
 
-def run(strategy_name: str, compiled: bool, args) -> dict:
+def run(strategy_name: str, compiled: bool | str, head: str, args) -> dict:
     """Train for `args.steps` steps under one strategy; tokens/s over the steps after warm-up."""
+    fused_models = logprobs.PLAIN_HEAD_MODELS
+    if head == "plain":  # no architecture qualifies for the fused head: the module computes the full logits
+        logprobs.PLAIN_HEAD_MODELS = frozenset()
+    try:
+        return _run(strategy_name, compiled, head, args)
+    finally:
+        logprobs.PLAIN_HEAD_MODELS = fused_models
+
+
+def _run(strategy_name: str, compiled: bool | str, head: str, args) -> dict:
     model, backend, vocab, layers, width = build_model(args)
     params = sum(p.numel() for p in model.parameters())
     hardware = Hardware("cuda", 1, torch.cuda.get_device_name(0))
@@ -108,7 +123,8 @@ def run(strategy_name: str, compiled: bool, args) -> dict:
     tokens_per_s = (args.steps - args.warmup) * args.batch * args.seq / timer.seconds
     row = {
         "strategy": plan.describe().replace(" on 1xcuda", ""),
-        "compile": "on" if compiled else "off",
+        "compile": compiled if isinstance(compiled, str) else ("on" if compiled else "off"),
+        "head": head,
         "params": params,
         "tokens_per_s": tokens_per_s,
         "flops_6n": 6 * params * tokens_per_s,
@@ -133,18 +149,18 @@ def table(rows: list[dict], args) -> None:
         f"8192^3 bf16 matmul measured {measured / 1e12:.0f} TFLOP/s.\n"
     )
     print(
-        "| strategy | compile | card | batch x seq | tokens/s | MFU 6N | MFU 6N+attn | MFU 6N+attn (measured peak) "
+        "| strategy | compile | head | batch x seq | tokens/s | MFU 6N | MFU 6N+attn | MFU 6N+attn (measured peak) "
         "| vs plain | peak GPU memory | last loss |"
     )
     print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        same = [p for p in rows if (p["batch"], p["compile"]) == (r["batch"], r["compile"])]
+        same = [p for p in rows if (p["batch"], p["compile"], p["head"]) == (r["batch"], r["compile"], r["head"])]
         plain = next((p for p in same if p["strategy"].startswith("single")), None)
         ratio = f"{r['tokens_per_s'] / plain['tokens_per_s']:.2f}x" if plain else "n/a"
         mfu = [f"{100 * r[k] / peak:.1f}%" if peak else "n/a" for k in ("flops_6n", "flops_attn")]
         print(
-            f"| {r['strategy']} | {r['compile']} | {card} | {r['batch']} x {args.seq} | {r['tokens_per_s']:,.0f} | "
-            f"{mfu[0]} | {mfu[1]} | {100 * r['flops_attn'] / measured:.1f}% | {ratio} | "
+            f"| {r['strategy']} | {r['compile']} | {r['head']} | {r['batch']} x {args.seq} | "
+            f"{r['tokens_per_s']:,.0f} | {mfu[0]} | {mfu[1]} | {100 * r['flops_attn'] / measured:.1f}% | {ratio} | "
             f"{r['peak_mem_gib']:.1f} GiB | {r['loss']:.3f} |"
         )
 
@@ -152,10 +168,13 @@ def table(rows: list[dict], args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["smollm2", "tiny"], default="smollm2")
-    parser.add_argument("--compile", default="off,on", help="comma-separated: off, on (torch.compile)")
+    parser.add_argument(
+        "--compile", default="reduce-overhead", help="comma-separated: off, on (torch.compile), or a compile mode"
+    )
+    parser.add_argument("--lm-head", default="fused", help="comma-separated: fused (the module's GPU loss), plain")
     parser.add_argument("--steps", type=int, default=50, help="optimizer steps per run")
     parser.add_argument("--warmup", type=int, default=10, help="steps not timed (allocator, compile, ZeRO buckets)")
-    parser.add_argument("--batches", default="16,64", help="sequences per step, one set of runs per value")
+    parser.add_argument("--batches", default="128,192", help="sequences per step, one set of runs per value")
     parser.add_argument("--seq", type=int, default=512, help="tokens per sequence")
     parser.add_argument("--layers", type=int, default=10, help="tiny model only")
     parser.add_argument("--d-model", type=int, default=1024, help="tiny model only")
@@ -166,16 +185,18 @@ def main() -> None:
         raise SystemExit("benchmarks/train.py needs a CUDA GPU")
     rows = []
     for batch in [int(b) for b in args.batches.split(",")]:
-        for compiled in [c == "on" for c in args.compile.split(",")]:
-            for name in args.strategies.split(","):
-                try:
-                    row = run(name, compiled, argparse.Namespace(**{**vars(args), "batch": batch}))
-                except Exception as exc:  # one failed setting (say, out of memory) ends only its row
-                    print(f"FAILED {name} compile={compiled} batch={batch}: {type(exc).__name__}: {exc}", flush=True)
-                    torch._dynamo.reset()
-                    continue
-                rows.append({**row, "batch": batch})
-                print(rows[-1], flush=True)
+        for compiled in [{"on": True, "off": False}.get(c, c) for c in args.compile.split(",")]:
+            for head in args.lm_head.split(","):
+                for name in args.strategies.split(","):
+                    try:
+                        row = run(name, compiled, head, argparse.Namespace(**{**vars(args), "batch": batch}))
+                    except Exception as exc:  # one failed setting (say, out of memory) ends only its row
+                        print(f"FAILED {name} {compiled} {head} batch={batch}: {type(exc).__name__}: {exc}", flush=True)
+                        torch._dynamo.reset()
+                        torch.cuda.empty_cache()
+                        continue
+                    rows.append({**row, "batch": batch})
+                    print(rows[-1], flush=True)
     table(rows, args)
     if torch.distributed.is_initialized():  # DeepSpeed's process group
         torch.distributed.destroy_process_group()

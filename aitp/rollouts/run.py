@@ -18,7 +18,7 @@ from aitp.policies.base import SamplingParams
 from aitp.policies.spec import PolicySpec
 from aitp.rollouts.cluster import GPU, dask_client, gpu_workers
 from aitp.rollouts.shards import cut_shards, default_shard_size
-from aitp.rollouts.worker import RolloutContext, rollout_shard
+from aitp.rollouts.worker import RolloutContext, rollout_shard, warm_decoder
 
 Progress = Callable[[int, int], None]
 DEFAULT_RETRIES = 2
@@ -73,6 +73,32 @@ def _placement(spec: PolicySpec, client, device: str | None) -> tuple[str | None
     if device is None and n_gpu > 0:
         return "cuda", {GPU: 1}
     return device, None
+
+
+def warm_gpu_workers(
+    client: Any, policy: PolicySpec, params: SamplingParams, device: str | None, system_prompt: str | None = None
+) -> list[Any]:
+    """Have every GPU worker load `policy` and compile its decoder now, in the background; the futures.
+
+    Each task holds its worker's GPU resource, so a shard sent meanwhile waits for it rather than
+    compiling the same code beside it. A CPU or remote policy needs no warming (none is sent).
+    """
+    from distributed import fire_and_forget
+
+    policy = PolicySpec.parse(policy)
+    if policy.is_remote or device is None or not device.startswith("cuda"):
+        return []
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    gpus = [addr for addr, w in workers.items() if (w.get("resources") or {}).get(GPU, 0) > 0]
+    futures = [
+        client.submit(
+            warm_decoder, policy, device, params, system_prompt, workers=[addr], resources={GPU: 1}, pure=False
+        )
+        for addr in gpus
+    ]
+    for future in futures:
+        fire_and_forget(future)
+    return futures
 
 
 def run_rollouts(

@@ -116,6 +116,25 @@ class PolicyPlugin(WorkerPlugin):
         load_cached_policy(self.spec, self.device)
 
 
+WARM_PROMPT = [{"role": "user", "content": "What is 2 + 2?"}]
+WARM_PROMPTS = 4
+
+
+def warm_decoder(spec: PolicySpec, device: str | None, params: SamplingParams, system_prompt: str | None) -> float:
+    """Load the policy and sample a few rows once, so that the first shard finds its decoder compiled; seconds taken.
+
+    On CUDA the first call in a process compiles the decoder's pieces (tens of seconds); their code
+    serves every later checkpoint of the architecture and every batch size, so a worker that does
+    this while the loop trains its first model starts its first shard warm.
+    """
+    start = time.perf_counter()
+    policy = load_cached_policy(spec, device)
+    system = SYSTEM_PROMPT if system_prompt is None else system_prompt
+    chat = [{"role": "system", "content": system}, *WARM_PROMPT]
+    policy.sample([chat] * WARM_PROMPTS, params, list(range(WARM_PROMPTS)))
+    return time.perf_counter() - start
+
+
 def rollout_shard(item_dicts: list[dict[str, Any]], spec: PolicySpec, ctx: RolloutContext) -> list[dict[str, Any]]:
     """Sample a group for each item of a shard, score it, and return one row per sample."""
     policy = load_cached_policy(spec, ctx.device)

@@ -70,9 +70,10 @@ class TrainConfig(BaseModel):
     """GPUs to use; more than one trains in its own launched process (torchrun)."""
     resume: bool = False
     """Continue the base checkpoint's DeepSpeed run from its ZeRO state (optimizer included), same GPU count."""
-    compile: bool = False
+    compile: bool | Literal["default", "reduce-overhead", "max-autotune-no-cudagraphs"] = False
     """Compile network and loss into one graph (torch.compile): pays on long runs on a GPU, where it fuses the
-    norms and activations; the first steps (and each new sequence width) pay the compile time."""
+    norms and activations; the first steps (and each new sequence width) pay the compile time. A mode name picks
+    torch.compile's mode: reduce-overhead also replays each step as CUDA graphs (one recording per batch shape)."""
     lora: LoraConfig | None = None
     """Adapters for Hugging Face policies (None: full fine-tuning)."""
     seed: int = 0

@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - depends on the machine
     import pytorch_lightning as pl
 
 from aitp.errors import AitpError
+from aitp.train.logprobs import completion_logprobs, sft_nll
 
 Encoder = Callable[[list[dict[str, str]], str], tuple[list[int], list[bool]]]
 
@@ -167,28 +168,6 @@ def make_collate(objective: str, pad_id: int) -> Callable[[list], dict[str, Tens
     return collate
 
 
-def token_logprobs(
-    model: nn.Module, backend: str, input_ids: Tensor, attention_mask: Tensor, fast: bool | None = None
-) -> Tensor:
-    """log p(token t | tokens < t) for t >= 1, shape (B, T - 1); `fast` (default: on CUDA) takes the GPU path."""
-    if backend == "tiny":
-        return model.token_logprobs(input_ids)  # right padding never precedes a real token
-    if not (input_ids.is_cuda if fast is None else fast):  # the CPU keeps its exact arithmetic
-        logits = model(input_ids=input_ids[:, :-1], attention_mask=attention_mask[:, :-1].long()).logits
-        return -F.cross_entropy(logits.float().transpose(1, 2), input_ids[:, 1:], reduction="none")
-    # No mask: rows are right-padded, so causal attention alone gives every real token the same context, and
-    # SDPA takes its flash kernel (a mask forces a slower one). The loss reads the vocabulary contiguously.
-    logits = model(input_ids=input_ids[:, :-1]).logits
-    nll = F.cross_entropy(logits.float().flatten(0, 1), input_ids[:, 1:].flatten(), reduction="none")
-    return -nll.view(input_ids.shape[0], -1)
-
-
-def completion_logprobs(model: nn.Module, backend: str, batch: dict[str, Tensor]) -> Tensor:
-    """Summed log-probs of each row's target tokens, shape (B,)."""
-    logp = token_logprobs(model, backend, batch["input_ids"], batch["attention_mask"])
-    return (logp * batch["target_mask"][:, 1:].to(logp.dtype)).sum(-1)
-
-
 @torch.no_grad()
 def reference_logprobs(trainable: Trainable, encoded: list, batch_size: int = 8, device: Any = None) -> Tensor:
     """(N, 2) summed completion log-probs of each (chosen, rejected) pair under the base model."""
@@ -208,6 +187,11 @@ def reference_logprobs(trainable: Trainable, encoded: list, batch_size: int = 8,
     return torch.cat(out)
 
 
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
+"""torch.compile modes a module takes: reduce-overhead also replays each step's kernels as CUDA graphs (one
+recording per batch shape), max-autotune-no-cudagraphs searches matmul and fusion kernels (long compiles)."""
+
+
 class PolicyModule(pl.LightningModule):
     """Trains `model` with the sft or dpo objective; `losses` keeps one loss per micro-batch."""
 
@@ -220,11 +204,14 @@ class PolicyModule(pl.LightningModule):
         weight_decay: float = 0.0,
         warmup_steps: int = 0,
         dpo_beta: float = 0.1,
-        compile: bool = False,
+        compile: bool | str = False,
     ) -> None:
         super().__init__()
         if objective not in ("sft", "dpo"):
             raise TrainDataError(f"unknown objective '{objective}': use sft or dpo")
+        if compile not in (False, True, *COMPILE_MODES):
+            modes = ", ".join(COMPILE_MODES)
+            raise TrainDataError(f"unknown compile mode '{compile}': use true, false or one of {modes}")
         self.model = model
         self.backend, self.objective = backend, objective
         self.lr, self.weight_decay, self.warmup_steps, self.dpo_beta = lr, weight_decay, warmup_steps, dpo_beta
@@ -236,20 +223,23 @@ class PolicyModule(pl.LightningModule):
         """The objective's loss; with `compile`, one compiled graph of network and loss (fused norms and loss)."""
         if self._loss_fn is None:
             fn = self.sft_loss if self.objective == "sft" else self.dpo_loss
-            self._loss_fn = torch.compile(fn) if self.compile else fn
+            mode = self.compile if isinstance(self.compile, str) else None
+            self._loss_fn = torch.compile(fn, mode=mode) if self.compile else fn
+        if self.compile == "reduce-overhead":  # a new step: the graphs' outputs of the last one may be reused
+            torch.compiler.cudagraph_mark_step_begin()
         return self._loss_fn(batch)
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         loss = self._loss(batch)
-        self.losses.append(loss.detach())
-        self.log("train_loss", loss.detach(), batch_size=batch["input_ids"].shape[0])
+        # A copy: under CUDA graphs the next step overwrites the graph's own output tensor.
+        value = loss.detach().clone()
+        self.losses.append(value)
+        self.log("train_loss", value, batch_size=batch["input_ids"].shape[0])
         return loss
 
     def sft_loss(self, batch: dict[str, Tensor]) -> Tensor:
         """Mean negative log-likelihood over the completion tokens of the batch."""
-        logp = token_logprobs(self.model, self.backend, batch["input_ids"], batch["attention_mask"])
-        weights = batch["target_mask"][:, 1:].to(logp.dtype)
-        return -(logp * weights).sum() / weights.sum().clamp(min=1.0)
+        return sft_nll(self.model, self.backend, batch)
 
     def dpo_loss(self, batch: dict[str, Tensor]) -> Tensor:
         """The DPO loss of a batch whose first half holds chosen rows and second half rejected rows."""

@@ -242,7 +242,7 @@ def test_a_generative_loop_trains_its_generator_on_rechecked_train_proofs(tmp_pa
 
     data = copy.deepcopy(PROVE)
     data["experiment"] = "prove-gen"
-    data["proving"] |= {"theorems": str(bool_theorems), "tactic_policy": "generative"}
+    data["proving"] |= {"theorems": str(bool_theorems), "tactic_policy": "generative", "valid_theorems": 3}
     data["proving"]["generator"] = {"steps": 4, "batch_size": 4, "base": None}
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -259,7 +259,7 @@ def test_a_generative_loop_trains_its_generator_on_rechecked_train_proofs(tmp_pa
     assert lines and all(split_of(json.loads(line)["theorem"]) == "train" for line in lines)
     assert isinstance(load_prover_models(second, library).policy(library), GenerativeTacticPolicy)
     evals = _one(tmp_path, "SELECT iteration, n_items FROM evals WHERE experiment = 'prove-gen' ORDER BY iteration")
-    assert evals == [(0, 6), (1, 6)]  # both generators evaluated alone on the same valid theorems and gated
+    assert evals == [(0, 3), (1, 3)]  # both generators evaluated alone on the same valid theorems and gated
 
 
 def test_workers_of_a_local_cluster_may_fork_the_loops_prover():

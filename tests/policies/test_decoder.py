@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from aitp.policies.base import SamplingParams
-from aitp.policies.fast import FastSampler, supports
+from aitp.policies.fast import FastSampler, batching, supports
 from aitp.policies.fast.engine import GpuMemoryError, rows_for_memory
 from aitp.policies.fast.llama import LlamaWeights
 from aitp.policies.fast.sampling import pick
@@ -63,6 +63,7 @@ def assert_same(reference, got, logprob_tol=1e-4):
         for r, c in zip(ref_group, group):
             assert (c.token_ids, c.text, c.finish_reason, c.extra) == (r.token_ids, r.text, r.finish_reason, r.extra)
             assert c.completion_tokens == len(c.logprobs) and c.prompt_tokens == r.prompt_tokens
+            assert type(c.prompt_tokens) is int and type(c.completion_tokens) is int
             assert max((abs(a - b) for a, b in zip(c.logprobs, r.logprobs)), default=0) < logprob_tol
 
 
@@ -116,9 +117,10 @@ def test_end_of_sequence_ends_a_row(model):
     assert all(t not in {7, 9} for g in got for c in g for t in c.token_ids[:-1])
 
 
-@pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_continuous_batching_gives_each_prompt_its_batch_of_one_tokens(model, temperature):
-    params = SamplingParams(n=2, temperature=temperature, max_tokens=25, stop=("99",))
+@pytest.mark.parametrize("temperature,stop", [(0.0, ("99",)), (1.0, ("99",)), (1.0, ())])
+def test_continuous_batching_gives_each_prompt_its_batch_of_one_tokens(model, temperature, stop, monkeypatch):
+    monkeypatch.setattr(batching, "CHECK_ROW_STEPS", 1)  # blocks of MIN_BLOCK tokens: many checks, refills, packs
+    params = SamplingParams(n=2, temperature=temperature, max_tokens=25, stop=stop)
     seeds = [11, 12, 13, 14, 15]
     alone = [fast(model, [p], params, [s])[0] for p, s in zip(PROMPTS, seeds)]
     streamed = fast(model, PROMPTS, params, seeds, max_slots=3)  # 10 rows through 3 slots

@@ -65,6 +65,22 @@ def test_smollm2_loads_offline_and_answers_a_reasoning_prompt(smollm2):
     assert all(lp <= 0 for lp in c.logprobs)
 
 
+def test_chats_tokenised_together_as_one_by_one(smollm2):
+    items = generate_items("basic_arithmetic", 3, seed=0, split="eval") + generate_items("leg_counting", 2, seed=0)
+    chats = [build_messages(item, system) for item, system in zip(items, ["Be brief.", "", "x", "Answer.", "y"])]
+    assert smollm2.prompts_ids(chats) == [smollm2.prompt_ids(m) for m in chats]
+    assert smollm2.prompts_ids([]) == []
+
+
+def test_texts_decoded_together_as_one_by_one(smollm2):
+    gen = torch.Generator().manual_seed(0)
+    seqs = [torch.randint(0, len(smollm2.tokenizer), (k % 13,), generator=gen).tolist() for k in range(300)]
+    seqs.append(smollm2.tokenizer(" <answer>42</answer> it's, l'ete !", add_special_tokens=False)["input_ids"])
+    seqs.append(sorted(smollm2.eos_ids) + [5, 6])
+    assert smollm2._decode_batch(seqs) == [smollm2._decode(s) for s in seqs]
+    assert smollm2._rust_decodes  # the fast path was the one compared
+
+
 def test_saved_directory_loads_and_greedy_matches_transformers_generate(small_llama_dir):
     policy = load_policy(str(small_llama_dir), device="cpu")
     assert policy.name == "small-llama" and policy.tokenizer.chat_template

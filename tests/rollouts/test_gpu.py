@@ -26,3 +26,16 @@ def test_rollouts_ask_for_gpus_and_match_across_cluster_sizes(tmp_path):
     assert len(rows) == 32 and all(r["worker"] == "gpu-0" for r in rows)
     again = run_rollouts(items, policy, replace(params, n=4), None, shard_size=2)  # a local GPU cluster of every card
     assert [r["completion"] for r in again] == [r["completion"] for r in rows]
+
+
+@pytest.mark.skipif(visible_gpus() == 0, reason="needs a CUDA device")
+def test_gpu_workers_warm_their_decoder_before_the_first_shard(tmp_path):
+    from aitp.rollouts import worker
+    from aitp.rollouts.run import warm_gpu_workers
+
+    policy = str(make_tiny_checkpoint(tmp_path / "ckpt"))
+    with dask_client(None, workers=1) as client:
+        [future] = warm_gpu_workers(client, policy, SamplingParams(n=2, max_tokens=8), "cuda")
+        assert future.result() > 0
+        key = worker.spec_key(policy, "cuda")
+        assert list(client.run(lambda: key in worker._POLICIES).values()) == [True]

@@ -7,7 +7,8 @@ import pytest
 from aitp.envs.items import generate_items
 from aitp.policies.base import SamplingParams
 from aitp.rollouts import worker
-from aitp.rollouts.worker import PolicyPlugin, RolloutContext, load_cached_policy, rollout_shard
+from aitp.rollouts.run import warm_gpu_workers
+from aitp.rollouts.worker import PolicyPlugin, RolloutContext, load_cached_policy, rollout_shard, warm_decoder
 from tests.rollouts.helpers import make_tiny_checkpoint
 
 
@@ -52,3 +53,14 @@ def test_worker_plugin_warms_the_cache(tmp_path):
         with Client(cluster, set_as_default=False) as client:
             client.register_plugin(PolicyPlugin(path, "cpu"))
             assert worker.spec_key(path, "cpu") in worker._POLICIES
+
+
+def test_warming_loads_the_policy_and_samples_with_the_rollout_settings(tmp_path):
+    path = str(make_tiny_checkpoint(tmp_path / "ckpt"))
+    seconds = warm_decoder(path, "cpu", SamplingParams(n=2, max_tokens=4), "Be brief.")
+    assert seconds > 0 and worker.spec_key(path, "cpu") in worker._POLICIES
+
+
+def test_no_warming_is_sent_for_a_cpu_policy(tmp_path):
+    path = str(make_tiny_checkpoint(tmp_path / "ckpt"))
+    assert warm_gpu_workers(object(), path, SamplingParams(), "cpu") == []  # the client is never asked

@@ -1,20 +1,28 @@
 """Continuous batching over the engine's slots: a finished row's slot takes the next waiting row.
 
 Rows (prompt i, sample j) wait in order; newcomers are prefilled once per distinct prompt and copied
-into their slots; then the engine advances all slots `CHECK_EVERY` tokens at a time with no host
+into their slots; then the engine advances the live slots a block of tokens at a time with no host
 read between tokens. After each block the host reads the finished flags (end-of-sequence or token
-limit, set on the GPU) and, when stop strings are asked for, decodes each row's new tail; flagged
-rows are replayed token by token through the eager sampler's own finish rule, so stop strings,
-finish reasons, texts and log-probs mean what they mean there. A row's randomness is its prompt's
-seeded uniforms, drawn as the eager sampler draws them, so no row depends on its neighbours.
+limit, set on the GPU). Without stop strings the GPU also finds where each flagged row ended, and
+the host builds those completions while the GPU already decodes the next block; with stop strings
+the host decodes each row's new tail, and flagged rows are replayed token by token through the
+eager sampler's own finish rule, so stop strings, finish reasons, texts and log-probs mean what
+they mean there. A row's randomness is its prompt's seeded uniforms, drawn as the eager sampler
+draws them, so no row depends on its neighbours.
+
+Blocks are short while rows are ending: rollout answers are often a few tokens long, and a
+finished row keeps its slot (and its share of every step) until the host looks. A check costs
+about as much as `CHECK_ROW_STEPS` row-steps of decoding, so a block is at least that long; after
+a check that ended no row the next block is twice as long (up to `CHECK_EVERY`), so rows that
+all run to their limit are checked about as rarely as with fixed blocks of `CHECK_EVERY`.
 """
 
 from __future__ import annotations
 
 import gc
-from collections import deque
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -22,12 +30,21 @@ from aitp.policies.base import Completion, SamplingParams
 from aitp.policies.fast.engine import Engine, GpuMemoryError, buckets, rows_for_memory
 from aitp.policies.fast.llama import LlamaWeights, prefill
 from aitp.policies.fast.sampling import pick
-from aitp.policies.tiny.sampler import _check_finished, _completion, _limit, _Row, completion_body, draw_uniforms
+from aitp.policies.fast.settle import Ended, completions, ended_rows, replay, replayed_completions
+from aitp.policies.tiny.sampler import _completion, _limit, _Row, draw_uniforms
 
-CHECK_EVERY = 16  # tokens per row between host checks: a finished row idles at most this long
-PREFILL_TOKENS = 32768  # prompt tokens per prefill pass (bounds its activations)
+CHECK_EVERY = 16  # most tokens per row between host checks (and always, with stop strings)
+MIN_BLOCK = 2  # fewest tokens per row between host checks
+CHECK_ROW_STEPS = 8192  # a host check costs about as much as decoding this many row-steps
+PREFILL_TOKENS = 65536  # prompt tokens per prefill pass (bounds its activations, ~1 GiB at SmolLM2's sizes)
 PREFILL_SCORES = 1 << 28  # attention scores per prefill pass (prompts x heads x width^2, float32: 1 GiB)
 FIRST_TOKEN_ROWS = 1024  # rows whose first token is sampled together (bounds the vocabulary-wide buffers)
+
+
+def block_steps(b: int) -> int:
+    """Tokens per row before the next host check when `b` slots step together."""
+    return min(CHECK_EVERY, max(MIN_BLOCK, -(-CHECK_ROW_STEPS // b)))
+
 
 Decode = Callable[[list[int]], str]
 
@@ -86,184 +103,200 @@ class FastSampler:
         n = params.n
         max_len = min(max_len or self.weights.max_positions, self.weights.max_positions)  # the rotary table's end
         limits = [_limit(len(p), params.max_tokens, max_len) for p in prompt_ids]
-        rows = [_Row(limit=limits[r // n]) for r in range(len(prompt_ids) * n)]
         steps = max(limits, default=0)
         # Thousands of token lists would trigger full collections over and over (~10x the time spent
         # building completions); nothing made here forms cycles, so collect once at the end instead.
         collecting = gc.isenabled()
         gc.disable()
         try:
-            if rows and steps > 0:
-                positions = max(len(p) + lim for p, lim in zip(prompt_ids, limits))
-                self.weights.refresh()
-                engine = self._engine(len(rows), positions, steps, params.top_p, eos_ids)
-                engine.capture_all(params.temperature, params.top_p)
-                uniforms = draw_uniforms(seeds, n, steps)
-                _Batch(engine, self.weights, prompt_ids, params, uniforms, rows, eos_ids, decode, decode_batch).run()
-            if decode_batch is not None:  # one call for every text (a tokenizer decodes a batch in parallel)
-                pending = [row for row in rows if row.text is None]
-                for row, text in zip(pending, decode_batch([completion_body(row) for row in pending])):
-                    row.text = text
-            return [[_completion(rows[i * n + j], len(p), decode) for j in range(n)] for i, p in enumerate(prompt_ids)]
+            if not prompt_ids or steps <= 0:
+                return [[_completion(_Row(limit=0), len(p), decode) for _ in range(n)] for p in prompt_ids]
+            positions = max(len(p) + lim for p, lim in zip(prompt_ids, limits))
+            self.weights.refresh()
+            engine = self._engine(len(prompt_ids) * n, positions, steps, params.top_p, eos_ids)
+            engine.capture_all(params.temperature, params.top_p)
+            uniforms = draw_uniforms(seeds, n, steps)
+            batch = _Batch(engine, self.weights, prompt_ids, params, uniforms, limits, eos_ids, decode, decode_batch)
+            batch.run()
+            return [batch.out[i * n : (i + 1) * n] for i in range(len(prompt_ids))]
         finally:
             if collecting:
                 gc.enable()
 
 
 class _Batch:
-    """One call's rows streaming through the engine's slots."""
+    """One call's rows streaming through the engine's slots (host bookkeeping in arrays indexed by slot)."""
 
-    def __init__(self, engine, weights, prompt_ids, params, uniforms, rows, eos_ids, decode, decode_batch) -> None:
+    def __init__(self, engine, weights, prompt_ids, params, uniforms, limits, eos_ids, decode, decode_batch) -> None:
         self.engine, self.weights, self.prompt_ids, self.params = engine, weights, prompt_ids, params
-        self.uniforms, self.rows, self.eos_ids, self.decode = uniforms, rows, eos_ids, decode
+        self.uniforms, self.eos_ids, self.decode = uniforms, eos_ids, decode
         self.decode_batch = decode_batch or (lambda seqs: [decode(s) for s in seqs])
-        self.waiting = deque(range(len(rows)))
-        self.slot_row: dict[int, int] = {}  # occupied slot -> row
-        self.checked: dict[int, int] = {}  # slot -> tokens already checked for a finish
-        self.gen: dict[int, int] = {}  # slot -> tokens generated (host's count)
+        n = params.n
+        self.total = len(prompt_ids) * n
+        self.limit = np.repeat(np.asarray(limits, dtype=np.int64), n)  # row -> token limit
+        self.prompt_lens = np.repeat(np.fromiter(map(len, prompt_ids), np.int64, len(prompt_ids)), n)  # row -> tokens
+        self.out: list[Completion | None] = [None] * self.total
+        self.next_row = 0  # rows are admitted in order
+        self.row_of = np.full(engine.slots, -1, dtype=np.int64)  # slot -> row, -1 when free
+        self.gen = np.zeros(engine.slots, dtype=np.int64)  # slot -> tokens generated (host's count)
+        self.checked = np.zeros(engine.slots, dtype=np.int64)  # slot -> tokens already checked for a stop
+        self.live = 0
+        self.replaying: dict[int, _Row] = {}  # row -> its tokens so far (stop strings only)
         self.device = weights.device
+        self.buckets = buckets(engine.slots)
         stops = params.stop
         self.tail = 4 * max(map(len, stops)) + 8 if stops else 0
 
     def run(self) -> None:
         eng, refill_at = self.engine, max(1, self.engine.slots // 16)
         self._admit()
-        while self.slot_row:
-            b = next(x for x in buckets(eng.slots) if x > max(self.slot_row))
-            block = min(CHECK_EVERY, max(self.rows[r].limit - self.gen[s] for s, r in self.slot_row.items()))
-            eng.run(b, max(1, block), self.params.temperature, self.params.top_p)
-            for s in self.slot_row:
-                self.gen[s] += max(1, block)
-            self._check(b)
-            free = eng.slots - len(self.slot_row)
-            if self.waiting and (free >= refill_at or not self.slot_row or free >= len(self.waiting)):
+        pending, block = None, MIN_BLOCK
+        while self.live:
+            top = int(np.flatnonzero(self.row_of >= 0)[-1]) + 1
+            b = next(x for x in self.buckets if x >= top)
+            live = self.row_of[:b] >= 0
+            left = int((self.limit[self.row_of[:b][live]] - self.gen[:b][live]).max())
+            steps = max(1, min(CHECK_EVERY if self.tail else block, left))
+            eng.run(b, steps, self.params.temperature, self.params.top_p)
+            self.gen[:b][live] += steps
+            if pending is not None:  # the last check's rows: built while the GPU decodes this block
+                self._keep(completions(pending, self.prompt_lens, self.decode_batch))
+            pending = self._check_stops(b) if self.tail else self._check(b)
+            # Rows are ending: check again soon. None ended: they are long, so check half as often.
+            block = block_steps(b) if pending is not None else min(CHECK_EVERY, 2 * block)
+            free, waiting = eng.slots - self.live, self.total - self.next_row
+            if waiting and (free >= refill_at or not self.live or free >= waiting):
                 self._admit()
-            elif not self.waiting:
+            elif not waiting:
                 self._pack()
+        if pending is not None:
+            self._keep(completions(pending, self.prompt_lens, self.decode_batch))
 
-    def _free_slots(self, count: int) -> list[int]:
-        out, s = [], 0
-        while len(out) < count:
-            if s not in self.slot_row:
-                out.append(s)
-            s += 1
-        return out
+    def _keep(self, done: list[tuple[int, Completion]]) -> None:
+        for r, c in done:
+            self.out[r] = c
 
     def _admit(self) -> None:
         """Prefill waiting rows into the lowest free slots and sample their first tokens."""
         eng, n = self.engine, self.params.n
-        count = min(eng.slots - len(self.slot_row), len(self.waiting))
+        count = min(eng.slots - self.live, self.total - self.next_row)
         if count <= 0:
             return
-        new_rows = [self.waiting.popleft() for _ in range(count)]
-        slots = self._free_slots(count)
-        prompts = sorted({r // n for r in new_rows})
+        new_rows = list(range(self.next_row, self.next_row + count))
+        self.next_row += count
+        slots = np.flatnonzero(self.row_of < 0)[:count].tolist()
+        prompts = list(range(new_rows[0] // n, new_rows[-1] // n + 1))
         width = max(len(self.prompt_ids[p]) for p in prompts)
         per_pass = max(1, min(PREFILL_TOKENS // width, PREFILL_SCORES // (self.weights.n_heads * width * width)))
         for start in range(0, len(prompts), per_pass):
             group = prompts[start : start + per_pass]
-            where = {p: i for i, p in enumerate(group)}
-            mine = [(s, r) for s, r in zip(slots, new_rows) if r // n in where]
+            first = group[0]
+            mine = [(s, r) for s, r in zip(slots, new_rows) if first <= r // n <= group[-1]]
             ids, lengths = _right_pad([self.prompt_ids[p] for p in group], self.device)
             slot_t = torch.tensor([s for s, _ in mine], device=self.device)
-            source = torch.tensor([where[r // n] for _, r in mine], device=self.device)
+            source = torch.tensor([r // n - first for _, r in mine], device=self.device)
             logits = prefill(self.weights, eng.cache, ids, lengths, slot_t, source, eng.fuse)
             for lo in range(0, len(mine), FIRST_TOKEN_ROWS):
                 self._start(mine[lo : lo + FIRST_TOKEN_ROWS], logits, source[lo : lo + FIRST_TOKEN_ROWS])
 
     def _start(self, mine: list[tuple[int, int]], logits: Tensor, source: Tensor) -> None:
         eng, dev = self.engine, self.device
-        slots = torch.tensor([s for s, _ in mine], device=dev)
-        row_idx = [r for _, r in mine]
-        u = self.uniforms[row_idx].to(dev)
+        slot_np = np.fromiter((s for s, _ in mine), dtype=np.int64, count=len(mine))
+        row_np = np.fromiter((r for _, r in mine), dtype=np.int64, count=len(mine))
+        slots = torch.from_numpy(slot_np).to(dev)
+        u = self.uniforms[torch.from_numpy(row_np)].to(dev)
         tokens, logprobs = pick(logits[source], self.params.temperature, self.params.top_p, u[:, 0])
-        limits = torch.tensor([self.rows[r].limit for r in row_idx], device=dev)
+        limits = torch.from_numpy(self.limit[row_np]).to(dev)
         eng.tok[slots] = tokens
-        eng.pos[slots] = torch.tensor([len(self.prompt_ids[r // self.params.n]) for r in row_idx], device=dev)
+        eng.pos[slots] = torch.from_numpy(self.prompt_lens[row_np]).to(dev)
         eng.gen[slots] = 1
         eng.limit[slots] = limits
         eng.done[slots] = torch.isin(tokens, eng.eos) | (limits <= 1)
         eng.uniform[slots, : u.shape[1]] = u
         eng.out_tok[slots, 0] = tokens
         eng.out_lp[slots, 0] = logprobs
-        for s, r in mine:
-            self.slot_row[s], self.gen[s], self.checked[s] = r, 1, 0
+        self.row_of[slot_np], self.gen[slot_np], self.checked[slot_np] = row_np, 1, 0
+        self.live += len(mine)
 
-    def _check(self, b: int) -> None:
-        """Read finished flags (and new tails when stops are set); settle the rows that ended."""
+    def _flagged(self, b: int) -> np.ndarray:
+        """Occupied slots below `b` whose row the GPU marked finished (end-of-sequence or limit)."""
+        return np.flatnonzero(self.engine.done[:b].cpu().numpy() & (self.row_of[:b] >= 0))
+
+    def _release(self, slots) -> None:
+        self.row_of[slots] = -1
+        self.live -= len(slots)
+
+    def _check(self, b: int) -> Ended | None:
+        """Copy off the rows that ended (no stop strings: the GPU knows where) and free their slots."""
         eng = self.engine
-        flagged = set(torch.nonzero(eng.done[:b]).flatten().tolist()) & self.slot_row.keys()
-        if self.tail:
-            flagged |= self._stop_candidates(b)
+        flagged = self._flagged(b)
+        if not flagged.size:
+            return None
+        index = torch.from_numpy(flagged).to(self.device)
+        width = min(eng.max_tokens, int(self.gen[flagged].max()))
+        rows = self.row_of[flagged].tolist()
+        ended = ended_rows(
+            rows, eng.out_tok[index, :width], eng.out_lp[index, :width], eng.gen[index], eng.limit[index], eng.eos
+        )
+        self._release(flagged)
+        return ended
+
+    def _check_stops(self, b: int) -> None:
+        """Flagged rows and rows whose new tail holds a stop string, replayed through the eager finish rule."""
+        eng = self.engine
+        flagged = sorted(set(self._flagged(b).tolist()) | self._stop_candidates(b))
         if not flagged:
-            return
-        order = sorted(flagged)
-        index = torch.tensor(order, device=self.device)
-        width = min(eng.max_tokens, max(self.gen[s] for s in order))
-        tokens = eng.out_tok[index, :width]
-        if not self.params.stop:  # only end-of-sequence or the limit can end these: find where on the GPU
-            ends = torch.minimum(eng.gen[index], eng.limit[index]).clamp(max=width)
-            hit = torch.isin(tokens, eng.eos) & (torch.arange(width, device=self.device) < ends[:, None])
-            firsts = torch.where(hit.any(1), hit.int().argmax(1), ends - 1).tolist()
-        else:
-            firsts = [None] * len(order)
-        ids_all, lps_all = tokens.tolist(), eng.out_lp[index, :width].tolist()
-        for s, ids, lps, first in zip(order, ids_all, lps_all, firsts):
-            if self._settle(s, ids, lps, first):
-                del self.slot_row[s], self.gen[s], self.checked[s]
+            return None
+        index = torch.tensor(flagged, device=self.device)
+        width = min(eng.max_tokens, int(self.gen[flagged].max()))
+        ids_all, lps_all = eng.out_tok[index, :width].tolist(), eng.out_lp[index, :width].tolist()
+        ended, rows, stops = [], [], self.params.stop
+        for s, ids, lps in zip(flagged, ids_all, lps_all):
+            r = int(self.row_of[s])
+            row = self.replaying.setdefault(r, _Row(limit=int(self.limit[r])))
+            end = min(int(self.gen[s]), row.limit, len(ids))
+            if replay(row, ids, lps, int(self.checked[s]), end, stops, self.eos_ids, self.decode):
+                ended.append(s)
+                rows.append((r, self.replaying.pop(r)))
+            else:
+                self.checked[s] = end
+        self._keep(replayed_completions(rows, self.prompt_lens, self.decode, self.decode_batch))
+        self._release(ended)
+        return None
 
     def _stop_candidates(self, b: int) -> set[int]:
         """Slots whose newest tokens (with enough context for the longest stop) contain a stop string."""
         eng = self.engine
-        slots = sorted(self.slot_row)
-        index = torch.tensor(slots, device=self.device)
-        gen = torch.tensor([self.gen[s] for s in slots], device=self.device).clamp(max=eng.max_tokens)
+        slots = np.flatnonzero(self.row_of >= 0)
+        index = torch.from_numpy(slots).to(self.device)
+        gen = torch.from_numpy(self.gen[slots]).to(self.device).clamp(max=eng.max_tokens)
         width = self.tail + CHECK_EVERY
         cols = gen[:, None] - width + torch.arange(width, device=self.device)[None, :]
         window = eng.out_tok[index[:, None], cols.clamp(min=0)].tolist()
         starts = (cols[:, 0].clamp(min=0) - cols[:, 0]).tolist()  # leading columns before token 0
         texts = self.decode_batch([w[st:] for w, st in zip(window, starts)])
-        return {s for s, text in zip(slots, texts) if any(stop in text for stop in self.params.stop)}
-
-    def _settle(self, slot: int, ids: list[int], lps: list[float], first: int | None) -> bool:
-        """Replay a flagged row's unchecked tokens through the eager finish rule; True if it ended.
-
-        `first` (without stop strings) is the first end-of-sequence token or the last allowed one:
-        nothing before it can end the row, so the replay starts there.
-        """
-        row = self.rows[self.slot_row[slot]]
-        start, end = self.checked[slot], min(self.gen[slot], row.limit, len(ids))
-        if first is not None:
-            start = max(start, first)
-        row.ids, row.logprobs = ids[:start], lps[:start]
-        for t in range(start, end):
-            row.ids.append(ids[t])
-            row.logprobs.append(lps[t])
-            _check_finished(row, ids[t], self.params.stop, self.eos_ids, self.decode)
-            if row.finish is not None:
-                return True
-        self.checked[slot] = end
-        return False
+        return {int(s) for s, text in zip(slots, texts) if any(stop in text for stop in self.params.stop)}
 
     def _pack(self) -> None:
         """Once nothing waits, move live rows into low slots when that lets a smaller graph serve them."""
-        live = sorted(self.slot_row)
-        if not live:
+        live = np.flatnonzero(self.row_of >= 0)
+        if not live.size:
             return
-        target = next(x for x in buckets(self.engine.slots) if x >= len(live))
-        if max(live) < target:
+        target = next(x for x in self.buckets if x >= live.size)
+        if live[-1] < target:
             return
-        movers = [s for s in live if s >= target]
-        holes = [s for s in range(target) if s not in self.slot_row][: len(movers)]
-        self.engine.move(torch.tensor(movers, device=self.device), torch.tensor(holes, device=self.device))
-        for src, dst in zip(movers, holes):
-            for table in (self.slot_row, self.gen, self.checked):
-                table[dst] = table.pop(src)
+        movers = live[live >= target]
+        holes = np.flatnonzero(self.row_of[:target] < 0)[: movers.size]
+        self.engine.move(torch.from_numpy(movers).to(self.device), torch.from_numpy(holes).to(self.device))
+        for table in (self.row_of, self.gen, self.checked):
+            table[holes] = table[movers]
+        self.row_of[movers] = -1
 
 
 def _right_pad(seqs: list[list[int]], device) -> tuple[Tensor, Tensor]:
     width = max(len(s) for s in seqs)
-    ids = torch.zeros((len(seqs), width), dtype=torch.long)
+    ids = np.zeros((len(seqs), width), dtype=np.int64)
     for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-    return ids.to(device), torch.tensor([len(s) for s in seqs], device=device)
+        ids[i, : len(s)] = s
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    return torch.from_numpy(ids).to(device), torch.from_numpy(lengths).to(device)

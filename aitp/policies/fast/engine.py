@@ -24,6 +24,7 @@ TOP_P_BYTES_PER_LOGIT = 32  # nucleus sampling sorts the float64 probabilities a
 # Room kept free beside the slots: prefill of newcomers, first-token sampling, the graph pool's slack.
 RESERVE_BYTES = 3 << 30
 MEMORY_FRACTION = 0.9
+FINE_FROM = 512  # batch sizes from here on get captured steps at 1.25, 1.5 and 1.75 times each power of two
 
 
 _COMPILED: dict = {}
@@ -41,12 +42,18 @@ class GpuMemoryError(AitpError):
 
 
 def buckets(slots: int) -> list[int]:
-    """Batch sizes a step is captured for: powers of two below `slots`, and `slots` itself."""
-    out, b = [], 1
+    """Batch sizes a step is captured for: powers of two below `slots` (quarter steps from FINE_FROM), and `slots`.
+
+    A step costs about its batch size once the batch is large, so a live count just above a power of
+    two would otherwise pay for up to twice the rows it has; below FINE_FROM the step is launch-bound.
+    """
+    out, b = set(), 1
     while b < slots:
-        out.append(b)
+        out.add(b)
+        if b >= FINE_FROM:
+            out.update(b * k // 4 for k in (5, 6, 7) if b * k // 4 < slots)
         b *= 2
-    return [*out, slots]
+    return [*sorted(out), slots]
 
 
 def bytes_per_row(weights: LlamaWeights, positions: int, max_tokens: int, top_p: float = 1.0) -> int:

@@ -1,0 +1,122 @@
+"""The loop's in-loop rollout rate beside the same `policy.sample` calls replayed outside it, on the same rows.
+
+    python benchmarks/rollouts_loop.py HOME EXPERIMENT ITERATION [--new-tokens 64] [--temperature 1.0] [--json OUT]
+
+The in-loop rate is what the lake says of an iteration: completion tokens over the shards' wall
+seconds (`latency_s` of each group's first sample, summed: the `policy.sample` call of a shard,
+prompts tokenised and texts decoded included). The replay loads the checkpoint that sampled those
+rows (found under HOME by its `model_version` fingerprint), cuts the iteration's chats
+and seeds into the loop's GPU shards and times the same `policy.sample` call on each, in one plain
+process after one untimed call (the loop's worker had decoded an earlier iteration): the same model,
+prompts, seeds and sampling settings, so the two rates differ only by where the call runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import time
+from pathlib import Path
+
+import torch
+
+from aitp.fingerprint import fingerprint
+from aitp.lake.reader import read_partition
+from aitp.policies.base import SamplingParams
+from aitp.policies.loading import load_policy
+from aitp.rollouts.shards import cut_shards, default_shard_size, sample_seed
+
+
+def checkpoint_of(home: Path, version: str) -> Path:
+    """The model directory under HOME (a checkpoint, a registered copy) whose fingerprint is `version`."""
+    for config in sorted(home.rglob("config.json")):
+        if fingerprint(config.parent) == version:
+            return config.parent
+    raise SystemExit(f"no model directory under {home} has fingerprint {version}")
+
+
+def in_loop(rows: list[dict]) -> dict:
+    """Tokens, seconds and tokens/s of an iteration's rollouts as the lake records them."""
+    tokens = sum(r["completion_tokens"] for r in rows)
+    seconds = sum(r["latency_s"] for r in rows if r["sample_index"] == 0)
+    return dict(tokens=tokens, seconds=seconds, tps=tokens / seconds)
+
+
+def replay(
+    home: Path, experiment: str, iteration: int, new_tokens: int, temperature: float, seed: int = 0, profile=None
+) -> dict:
+    """The in-loop figures and the replayed calls' figures for one iteration."""
+    table = read_partition(home, "rollouts", experiment, iteration)
+    rows = table.select(
+        ["item_id", "prompt", "sample_index", "completion_tokens", "prompt_tokens", "latency_s", "model_version"]
+    ).to_pylist()
+    versions = {r["model_version"] for r in rows}
+    if len(versions) != 1:
+        raise SystemExit(f"iteration {iteration} was sampled by {len(versions)} models; replay needs one")
+    firsts = [r for r in rows if r["sample_index"] == 0]
+    n = len(rows) // len(firsts)
+    chats = [json.loads(r["prompt"]) if isinstance(r["prompt"], str) else r["prompt"] for r in firsts]
+    seeds = [sample_seed(r["item_id"], seed, iteration) for r in firsts]
+    policy = load_policy(str(checkpoint_of(home, versions.pop())), device="cuda")
+    params = SamplingParams(n=n, temperature=temperature, max_tokens=new_tokens)
+    size = default_shard_size(len(chats), gpu_workers=1)
+    shards = list(zip(cut_shards(chats, size), cut_shards(seeds, size)))
+    policy.sample(shards[0][0], params, shards[0][1])  # untimed: compiles and captures, as earlier iterations did
+    tokens = seconds = 0.0
+    for shard_chats, shard_seeds in shards:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        if profile is not None:
+            profile.enable()
+        groups = policy.sample(shard_chats, params, shard_seeds)
+        if profile is not None:
+            profile.disable()
+        seconds += time.perf_counter() - start
+        tokens += sum(c.completion_tokens for g in groups for c in g)
+    loop = in_loop(rows)
+    return dict(
+        card=torch.cuda.get_device_name(),
+        iteration=iteration,
+        prompts=len(chats),
+        n=n,
+        shards=len(shards),
+        mean_prompt_tokens=sum(r["prompt_tokens"] for r in firsts) / len(firsts),
+        mean_completion_tokens=loop["tokens"] / len(rows),
+        in_loop=loop,
+        replayed=dict(tokens=tokens, seconds=seconds, tps=tokens / seconds),
+        ratio=loop["tps"] / (tokens / seconds),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("home", type=Path)
+    parser.add_argument("experiment")
+    parser.add_argument("iteration", type=int)
+    parser.add_argument("--new-tokens", type=int, default=64, help="the config's rollouts.max_tokens")
+    parser.add_argument("--temperature", type=float, default=1.0, help="the config's rollouts.temperature")
+    parser.add_argument("--seed", type=int, default=0, help="the config's seed (the groups' sampling seeds follow it)")
+    parser.add_argument("--profile", type=int, default=0, help="print this many lines of a profile of the timed calls")
+    parser.add_argument("--json", help="also write the result here")
+    args = parser.parse_args()
+    profile = cProfile.Profile() if args.profile else None
+    result = replay(args.home, args.experiment, args.iteration, args.new_tokens, args.temperature, args.seed, profile)
+    loop, again = result["in_loop"], result["replayed"]
+    print(
+        f"{result['card']}, iteration {result['iteration']}: {result['prompts']} prompts x {result['n']} in "
+        f"{result['shards']} shard(s), {result['mean_prompt_tokens']:.1f}-token prompts, "
+        f"{result['mean_completion_tokens']:.1f} new tokens per row\n"
+        f"in the loop: {loop['tokens']:,.0f} tokens in {loop['seconds']:.2f} s = {loop['tps']:,.0f} tokens/s\n"
+        f"replayed:    {again['tokens']:,.0f} tokens in {again['seconds']:.2f} s = {again['tps']:,.0f} tokens/s\n"
+        f"in-loop / replayed: {100 * result['ratio']:.0f} %"
+    )
+    if profile is not None:
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,6 +1,10 @@
-"""The fixed-tactic prior against the generative tactic model, trained and untrained, at equal budget on Coq.
+"""The fixed-tactic prior against the generative tactic model, trained and untrained, at equal budget.
 
     PYTHONPATH=. python benchmarks/prove_generative.py --train 400 --valid 100 --json gen.json
+    PYTHONPATH=. python benchmarks/prove_generative.py --backend hol-light --train 80 --valid 40
+
+`--backend` (coq, hol-light) takes the theorem set, tactic timeout and prover seconds of that backend's proving
+loop (`configs/prove-coq.yaml`, `configs/prove-hol.yaml`), its fixed tactic set and its tactic grammar.
 
 One run: search `--train` theorems of the train split with the untrained prover models, exploring
 (what the loop's first iteration does), commit the traces to a lake under a temporary home, select
@@ -24,6 +28,8 @@ import time
 from pathlib import Path
 
 from aitp.evaluate import wilson
+from aitp.loop.config import PROVER_BACKENDS
+from aitp.loop.prover_settings import loop_proving
 from aitp.proving.backends import open_env
 from aitp.proving.learning import commit_traces, decide_promotion, search_theorems, train_slice
 from aitp.proving.prover_models import ProverModels
@@ -41,8 +47,10 @@ from aitp.proving.training_data import select_training_data
 from aitp.train.config import TrainConfig
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The run's sizes and backend, checked before a prover starts."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--backend", choices=PROVER_BACKENDS, default="coq", help="prover; its loop config's settings")
     ap.add_argument("--train", type=int, default=400, help="train theorems searched for training data")
     ap.add_argument("--valid", type=int, default=100, help="valid theorems evaluated (fixed, library order)")
     ap.add_argument("--expansions", type=int, default=8, help="expansions per theorem at evaluation")
@@ -57,20 +65,27 @@ def main() -> None:
     ap.add_argument("--home", type=Path, default=None, help="aitp home (default: a temporary one)")
     ap.add_argument("--theorem-home", type=Path, default=None, help="where the extracted theorem set is cached")
     ap.add_argument("--json", type=Path, default=None, help="write the table here")
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
 
     home = args.home or Path(tempfile.mkdtemp(prefix="aitp-prove-generative-"))
-    library = load_theorem_set("coq-stdlib", args.theorem_home or home)
+    backend, loop = args.backend, loop_proving(args.backend)
+    library = load_theorem_set(loop.theorem_set_name, args.theorem_home or home)
     valid = library.split("valid")[: args.valid]
     experiment, settings = "generative", GeneratorSettings()
-    budget = Budget(args.expansions, 60.0, 120.0)
+    budget = Budget(args.expansions, loop.prover_seconds, 120.0)
     timings: dict[str, float] = {}
     start = time.perf_counter()
 
-    with open_env("coq", tactic_timeout=2.0) as env:
+    with open_env(backend, tactic_timeout=loop.tactic_timeout) as env:
         env.set_premises(library.premise_map())
-        untrained = ProverModels.untrained("coq", library)
-        train_config = SearchConfig(budget=budget, tactics_per_goal=args.train_tactics, tactic_timeout=2.0)
+        untrained = ProverModels.untrained(backend, library)
+        train_config = SearchConfig(
+            budget=budget, tactics_per_goal=args.train_tactics, tactic_timeout=loop.tactic_timeout
+        )
         theorems = train_slice(library, 0, args.train, args.seed)
         explore = untrained.policy(library, Exploration(1.0, seed=args.seed))
         searched = search_theorems(env, theorems, make_search("bestfs", train_config), explore, experiment, 1)
@@ -93,7 +108,7 @@ def main() -> None:
             seed=args.seed,
             threads=args.threads,
         )
-        sft_dir = train_tactic_generator(data, "coq", base, sft, home / "generator-sft", settings)
+        sft_dir = train_tactic_generator(data, backend, base, sft, home / "generator-sft", settings)
         record = json.loads((sft_dir / "training.json").read_text())
         timings["generator_sft_s"] = time.perf_counter() - t0
         print(json.dumps({"sft": {k: record[k] for k in ("examples", "steps", "tokens", "seconds")}}), flush=True)
@@ -102,14 +117,14 @@ def main() -> None:
             t0 = time.perf_counter()
             dpo = sft.model_copy(update={"objective": "dpo", "steps": args.dpo_steps, "lr": args.lr / 10})
             generators["generative, SFT + DPO"] = train_tactic_generator(
-                data, "coq", sft_dir, dpo, home / "generator-dpo", settings
+                data, backend, sft_dir, dpo, home / "generator-dpo", settings
             )
             timings["generator_dpo_s"] = time.perf_counter() - t0
 
-        eval_config = SearchConfig(budget=budget, tactics_per_goal=args.tactics, tactic_timeout=2.0)
+        eval_config = SearchConfig(budget=budget, tactics_per_goal=args.tactics, tactic_timeout=loop.tactic_timeout)
         policies = {"fixed-tactic prior (default order)": untrained.policy(library), "ranked (trained)": None}
         policies["ranked (trained)"] = ranker.policy(library)
-        policies |= {name: load_tactic_generator(spec, "coq", settings) for name, spec in generators.items()}
+        policies |= {name: load_tactic_generator(spec, backend, settings) for name, spec in generators.items()}
         results, rows = {}, []
         for name, policy in policies.items():
             t0 = time.perf_counter()
@@ -148,6 +163,7 @@ def main() -> None:
         print(json.dumps({key: gate}), flush=True)
     result = {
         "args": vars(args) | {"home": str(home)},
+        "prover": {"theorem_set": library.name, "tactic_timeout": loop.tactic_timeout, "prover_s": loop.prover_seconds},
         "settings": settings.__dict__,
         "train_search": searched.summary(),
         "data": data.counts(),

@@ -1,6 +1,10 @@
-"""The learned goal critic and the searches compared at equal budget, on Coq, from one run.
+"""The learned goal critic and the searches compared at equal budget, on Coq or HOL Light, from one run.
 
     PYTHONPATH=. python benchmarks/prove_searches.py --train 300 --valid 200 --json /tmp/searches.json
+    PYTHONPATH=. python benchmarks/prove_searches.py --backend hol-light --train 80 --valid 50
+
+`--backend` takes the theorem set, tactic timeout and prover seconds of that backend's proving loop
+(`configs/prove-coq.yaml`, `configs/prove-hol.yaml`) and the backend's fixed tactic set.
 
 One run: search train theorems with the untrained models and exploration (as the loop's first iteration does),
 commit the traces to a lake, select the training data with SQL (shortest re-checked proofs; critic labels:
@@ -23,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from aitp.evaluate import wilson
+from aitp.loop.config import PROVER_BACKENDS
+from aitp.loop.prover_settings import loop_proving
 from aitp.proving.backends import open_env
 from aitp.proving.critic_data import held_out_goal_labels
 from aitp.proving.env import Goal
@@ -65,8 +71,10 @@ def auc_interval(scores: np.ndarray, labels: np.ndarray, n_boot: int = 1000, see
     return float(low), float(high)
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The run's sizes and backend, checked before a prover starts."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--backend", choices=PROVER_BACKENDS, default="coq", help="prover; its loop config's settings")
     ap.add_argument("--train", type=int, default=300, help="train theorems searched for the training data")
     ap.add_argument("--valid", type=int, default=200, help="valid theorems compared (fixed, in library order)")
     ap.add_argument("--train-expansions", type=int, default=16)
@@ -78,20 +86,27 @@ def main() -> None:
     ap.add_argument("--home", type=Path, default=None, help="aitp home (default: a temporary one)")
     ap.add_argument("--theorem-home", type=Path, default=None, help="where the extracted theorem set is cached")
     ap.add_argument("--json", type=Path, default=None)
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
 
     home = args.home or Path(tempfile.mkdtemp(prefix="aitp-prove-searches-"))
-    library = load_theorem_set("coq-stdlib", args.theorem_home or home)
+    loop = loop_proving(args.backend)
+    library = load_theorem_set(loop.theorem_set_name, args.theorem_home or home)
     valid = library.split("valid")[: args.valid]
     start = time.perf_counter()
-    out: dict = {"args": vars(args) | {"home": str(home)}, "variants": {}, "paired": []}
+    prover = {"theorem_set": library.name, "tactic_timeout": loop.tactic_timeout, "prover_s": loop.prover_seconds}
+    out: dict = {"args": vars(args) | {"home": str(home)}, "prover": prover, "variants": {}, "paired": []}
 
     def config(expansions: int, tactics: int) -> SearchConfig:
-        return SearchConfig(budget=Budget(expansions, 60.0, 120.0), tactics_per_goal=tactics, tactic_timeout=2.0)
+        budget = Budget(expansions, loop.prover_seconds, 120.0)
+        return SearchConfig(budget=budget, tactics_per_goal=tactics, tactic_timeout=loop.tactic_timeout)
 
-    with open_env("coq", tactic_timeout=2.0) as env:
+    with open_env(args.backend, tactic_timeout=loop.tactic_timeout) as env:
         env.set_premises(library.premise_map())
-        untrained = ProverModels.untrained("coq", library)
+        untrained = ProverModels.untrained(args.backend, library)
         theorems = train_slice(library, 0, args.train, args.seed)
         explore = untrained.policy(library, Exploration(1.0, seed=args.seed))
         searched = search_theorems(

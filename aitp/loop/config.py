@@ -197,6 +197,13 @@ class ProvingConfig(BaseModel):
             )
         return self
 
+    @property
+    def theorem_set_name(self) -> str:
+        """The theorem set searched: the one named, else the backend's default (one rule for loop and benchmarks)."""
+        from aitp.proving.backends import DEFAULT_THEOREM_SETS  # lazy: a config is read without the provers
+
+        return self.theorems or DEFAULT_THEOREM_SETS[self.backend]
+
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
         # the critic keys are left out at their defaults, so experiments recorded before they existed keep their hash

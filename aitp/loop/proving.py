@@ -155,12 +155,6 @@ class ProverEnvironment:
         self.chunk_items = config.rollouts.chunk_items
         self.evaluator = ProofEvaluator(self)
 
-    @property
-    def theorem_set_name(self) -> str:
-        from aitp.proving.backends import DEFAULT_THEOREM_SETS
-
-        return self.proving.theorems or DEFAULT_THEOREM_SETS[self.proving.backend]
-
     @cached_property
     def library(self) -> TheoremSet:
         return _library(self.job(None, 0, train=True))
@@ -170,7 +164,7 @@ class ProverEnvironment:
         p = self.proving
         return SearchJob(
             backend=p.backend,
-            theorems=self.theorem_set_name,
+            theorems=p.theorem_set_name,
             home=str(self.home),
             checkpoint=checkpoint,
             search=p.search,

@@ -20,6 +20,9 @@ from aitp.errors import AitpError
 
 M = TypeVar("M", bound=BaseModel)
 
+SHIPPED_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+"""The repository's `configs/`: the embedded default run and each backend's proving loop live there."""
+
 
 class ConfigError(AitpError):
     """A config file or override that does not validate."""

@@ -20,11 +20,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from aitp.atomic import publish_json
-from aitp.configs import ConfigError, apply_overrides, config_hash, explain, flatten, load_config
+from aitp.configs import SHIPPED_CONFIGS, ConfigError, apply_overrides, config_hash, explain, flatten, load_config
 from aitp.errors import AitpError, BadInputError
 from aitp.loop.config import LoopConfig
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
+DEFAULT_CONFIG = SHIPPED_CONFIGS / "quickstart.yaml"
 """The embedded default: the quickstart of the checkout aitp runs from."""
 
 

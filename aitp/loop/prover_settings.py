@@ -6,19 +6,16 @@ and tactic timeout; a benchmark reads them from there instead of keeping a secon
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from aitp.configs import load_config
+from aitp.configs import SHIPPED_CONFIGS, load_config
 from aitp.loop.config import PROVER_BACKENDS, LoopConfig, ProvingConfig
 from aitp.proving.errors import UnknownBackendError
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 LOOP_CONFIGS = {"coq": "prove-coq.yaml", "hol-light": "prove-hol.yaml"}
-"""The shipped proving-loop config of each backend (a file of `CONFIG_DIR`)."""
+"""The shipped proving-loop config of each backend (a file of `SHIPPED_CONFIGS`)."""
 
 
 def loop_proving(backend: str) -> ProvingConfig:
     """The `proving` section of the backend's shipped loop config: its theorem set, tactic timeout and budgets."""
     if backend not in PROVER_BACKENDS:
         raise UnknownBackendError(f"no proving loop for backend '{backend}': use one of {', '.join(PROVER_BACKENDS)}")
-    return load_config(LoopConfig, CONFIG_DIR / LOOP_CONFIGS[backend]).proving
+    return load_config(LoopConfig, SHIPPED_CONFIGS / LOOP_CONFIGS[backend]).proving

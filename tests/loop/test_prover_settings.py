@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from aitp.configs import load_config
+from aitp.configs import SHIPPED_CONFIGS, load_config
 from aitp.loop.config import PROVER_BACKENDS, LoopConfig, ProvingConfig
-from aitp.loop.prover_settings import CONFIG_DIR, LOOP_CONFIGS, loop_proving
+from aitp.loop.prover_settings import LOOP_CONFIGS, loop_proving
 from aitp.proving.backends import DEFAULT_THEOREM_SETS
 from aitp.proving.errors import UnknownBackendError
 from aitp.proving.theorems import THEOREM_SETS
@@ -17,7 +17,7 @@ def test_each_backend_reads_its_own_loop_config(backend):
     proving = loop_proving(backend)
     assert proving.backend == backend  # not another backend's file
     assert THEOREM_SETS[proving.theorem_set_name] == backend
-    shipped = load_config(LoopConfig, CONFIG_DIR / LOOP_CONFIGS[backend]).proving
+    shipped = load_config(LoopConfig, SHIPPED_CONFIGS / LOOP_CONFIGS[backend]).proving
     assert (proving.tactic_timeout, proving.prover_seconds) == (shipped.tactic_timeout, shipped.prover_seconds)
 
 

@@ -5,11 +5,16 @@ Imports pydantic only, so the GPU machine (torch, lightning, deepspeed, transfor
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from aitp.filtering import SEED_THRESHOLD
+
+CompileMode = Literal["default", "reduce-overhead", "max-autotune-no-cudagraphs"]
+"""torch.compile modes training takes: reduce-overhead also replays each step's kernels as CUDA graphs (one
+recording per batch shape), max-autotune-no-cudagraphs searches matmul and fusion kernels (long compiles)."""
+COMPILE_MODES: tuple[str, ...] = get_args(CompileMode)
 
 
 class LoraConfig(BaseModel):
@@ -70,7 +75,7 @@ class TrainConfig(BaseModel):
     """GPUs to use; more than one trains in its own launched process (torchrun)."""
     resume: bool = False
     """Continue the base checkpoint's DeepSpeed run from its ZeRO state (optimizer included), same GPU count."""
-    compile: bool | Literal["default", "reduce-overhead", "max-autotune-no-cudagraphs"] = False
+    compile: bool | CompileMode = False
     """Compile network and loss into one graph (torch.compile): pays on long runs on a GPU, where it fuses the
     norms and activations; the first steps (and each new sequence width) pay the compile time. A mode name picks
     torch.compile's mode: reduce-overhead also replays each step as CUDA graphs (one recording per batch shape)."""

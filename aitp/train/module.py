@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - depends on the machine
     import pytorch_lightning as pl
 
 from aitp.errors import AitpError
+from aitp.train.config import COMPILE_MODES
 from aitp.train.logprobs import completion_logprobs, sft_nll
 
 Encoder = Callable[[list[dict[str, str]], str], tuple[list[int], list[bool]]]
@@ -185,11 +186,6 @@ def reference_logprobs(trainable: Trainable, encoded: list, batch_size: int = 8,
     finally:
         model.train(was_training).to(home)
     return torch.cat(out)
-
-
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
-"""torch.compile modes a module takes: reduce-overhead also replays each step's kernels as CUDA graphs (one
-recording per batch shape), max-autotune-no-cudagraphs searches matmul and fusion kernels (long compiles)."""
 
 
 class PolicyModule(pl.LightningModule):

@@ -26,6 +26,7 @@ is the card's dense bf16 datasheet figure (989 TFLOP/s for an H100 SXM); the run
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 
 import torch
@@ -82,15 +83,19 @@ def build_model(args) -> tuple[torch.nn.Module, str, int, int, int]:
     return LlamaForCausalLM(config), "hf", config.vocab_size, config.num_hidden_layers, config.hidden_size
 
 
-def run(strategy_name: str, compiled: bool | str, head: str, args) -> dict:
+def run(strategy_name: str, compiled: bool | str, head: str, attention: str, args) -> dict:
     """Train for `args.steps` steps under one strategy; tokens/s over the steps after warm-up."""
     fused_models = logprobs.PLAIN_HEAD_MODELS
     if head == "plain":  # no architecture qualifies for the fused head: the module computes the full logits
         logprobs.PLAIN_HEAD_MODELS = frozenset()
+    # torch prefers cuDNN's attention on Hopper; `flash` takes it out so SDPA picks its FlashAttention-2 kernels.
+    cudnn = torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(attention != "flash")
     try:
-        return _run(strategy_name, compiled, head, args)
+        return {**_run(strategy_name, compiled, head, args), "attention": attention}
     finally:
         logprobs.PLAIN_HEAD_MODELS = fused_models
+        torch.backends.cuda.enable_cudnn_sdp(cudnn)
 
 
 def _run(strategy_name: str, compiled: bool | str, head: str, args) -> dict:
@@ -149,17 +154,18 @@ def table(rows: list[dict], args) -> None:
         f"8192^3 bf16 matmul measured {measured / 1e12:.0f} TFLOP/s.\n"
     )
     print(
-        "| strategy | compile | head | batch x seq | tokens/s | MFU 6N | MFU 6N+attn | MFU 6N+attn (measured peak) "
-        "| vs plain | peak GPU memory | last loss |"
+        "| strategy | compile | head | attention | batch x seq | tokens/s | MFU 6N | MFU 6N+attn "
+        "| MFU 6N+attn (measured peak) | vs plain | peak GPU memory | last loss |"
     )
-    print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        same = [p for p in rows if (p["batch"], p["compile"], p["head"]) == (r["batch"], r["compile"], r["head"])]
+        key = ("batch", "compile", "head", "attention")
+        same = [p for p in rows if all(p[k] == r[k] for k in key)]
         plain = next((p for p in same if p["strategy"].startswith("single")), None)
         ratio = f"{r['tokens_per_s'] / plain['tokens_per_s']:.2f}x" if plain else "n/a"
         mfu = [f"{100 * r[k] / peak:.1f}%" if peak else "n/a" for k in ("flops_6n", "flops_attn")]
         print(
-            f"| {r['strategy']} | {r['compile']} | {r['head']} | {r['batch']} x {args.seq} | "
+            f"| {r['strategy']} | {r['compile']} | {r['head']} | {r['attention']} | {r['batch']} x {args.seq} | "
             f"{r['tokens_per_s']:,.0f} | {mfu[0]} | {mfu[1]} | {100 * r['flops_attn'] / measured:.1f}% | {ratio} | "
             f"{r['peak_mem_gib']:.1f} GiB | {r['loss']:.3f} |"
         )
@@ -172,6 +178,9 @@ def main() -> None:
         "--compile", default="reduce-overhead", help="comma-separated: off, on (torch.compile), or a compile mode"
     )
     parser.add_argument("--lm-head", default="fused", help="comma-separated: fused (the module's GPU loss), plain")
+    parser.add_argument(
+        "--attention", default="default", help="comma-separated SDPA choice: default (torch's), flash (no cuDNN)"
+    )
     parser.add_argument("--steps", type=int, default=50, help="optimizer steps per run")
     parser.add_argument("--warmup", type=int, default=10, help="steps not timed (allocator, compile, ZeRO buckets)")
     parser.add_argument("--batches", default="128,192", help="sequences per step, one set of runs per value")
@@ -186,12 +195,12 @@ def main() -> None:
     rows = []
     for batch in [int(b) for b in args.batches.split(",")]:
         for compiled in [{"on": True, "off": False}.get(c, c) for c in args.compile.split(",")]:
-            for head in args.lm_head.split(","):
+            for head, attention in itertools.product(args.lm_head.split(","), args.attention.split(",")):
                 for name in args.strategies.split(","):
                     try:
-                        row = run(name, compiled, head, argparse.Namespace(**{**vars(args), "batch": batch}))
+                        row = run(name, compiled, head, attention, argparse.Namespace(**{**vars(args), "batch": batch}))
                     except Exception as exc:  # one failed setting (say, out of memory) ends only its row
-                        print(f"FAILED {name} {compiled} {head} batch={batch}: {type(exc).__name__}: {exc}", flush=True)
+                        print(f"FAILED {name} {compiled} {head} {attention} batch={batch}: {type(exc).__name__}: {exc}")
                         torch._dynamo.reset()
                         torch.cuda.empty_cache()
                         continue

@@ -39,6 +39,11 @@ CHECK_ROW_STEPS = 8192  # a host check costs about as much as decoding this many
 PREFILL_TOKENS = 65536  # prompt tokens per prefill pass (bounds its activations, ~1 GiB at SmolLM2's sizes)
 PREFILL_SCORES = 1 << 28  # attention scores per prefill pass (prompts x heads x width^2, float32: 1 GiB)
 FIRST_TOKEN_ROWS = 1024  # rows whose first token is sampled together (bounds the vocabulary-wide buffers)
+# Prompt tokens from which a prefill pass runs its compiled pieces. Each compiled call checks its
+# guards on the host (~0.5 ms, 60 calls a pass for SmolLM2's 30 layers: ~30 ms); below this a pass
+# is too short for the fused kernels to win that back, and rows admitted a few hundred at a time
+# (continuous batching of short answers) would wait on the host at every refill.
+FUSED_PREFILL_TOKENS = 16384
 
 
 def block_steps(b: int) -> int:
@@ -195,7 +200,8 @@ class _Batch:
             ids, lengths = _right_pad([self.prompt_ids[p] for p in group], self.device)
             slot_t = torch.tensor([s for s, _ in mine], device=self.device)
             source = torch.tensor([r // n - first for _, r in mine], device=self.device)
-            logits = prefill(self.weights, eng.cache, ids, lengths, slot_t, source, eng.fuse)
+            fuse = eng.fuse if ids.numel() >= FUSED_PREFILL_TOKENS else _eager
+            logits = prefill(self.weights, eng.cache, ids, lengths, slot_t, source, fuse)
             for lo in range(0, len(mine), FIRST_TOKEN_ROWS):
                 self._start(mine[lo : lo + FIRST_TOKEN_ROWS], logits, source[lo : lo + FIRST_TOKEN_ROWS])
 
@@ -291,6 +297,10 @@ class _Batch:
         for table in (self.row_of, self.gen, self.checked):
             table[holes] = table[movers]
         self.row_of[movers] = -1
+
+
+def _eager(fn):
+    return fn
 
 
 def _right_pad(seqs: list[list[int]], device) -> tuple[Tensor, Tensor]:

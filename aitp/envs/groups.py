@@ -62,7 +62,10 @@ def score_group(
 ) -> ScoredGroup:
     """Score each completion strictly and leniently, then apply the group's length penalty."""
     verifier = verifier_entry(item)
-    scored = [score_completion(item, c, verifier) for c in completions]
+    # A group's samples often repeat (short answers at any temperature): a verdict is a function of the
+    # text alone, so each distinct text is scored once.
+    verdicts = {text: score_completion(item, text, verifier) for text in dict.fromkeys(completions)}
+    scored = [verdicts[c] for c in completions]
     lengths = completion_tokens if completion_tokens is not None else [count_tokens(c) for c in completions]
     raw = [s.raw for s in scored]
     return ScoredGroup(

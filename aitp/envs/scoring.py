@@ -68,14 +68,18 @@ def verifier_entry(item: Item, regenerate: bool = False) -> tuple[Any, dict[str,
     return dataset, entry
 
 
+_BOXED = re.compile(r"\\boxed\{(.*)\}", re.DOTALL)
+_SPACES = re.compile(r"\s+")
+
+
 def normalise(text: str) -> str:
     """Case, Unicode form, spacing, surrounding quotes/LaTeX boxes and a trailing period removed."""
     text = unicodedata.normalize("NFKC", text).strip()
-    boxed = re.fullmatch(r"\\boxed\{(.*)\}", text, flags=re.DOTALL)
+    boxed = _BOXED.fullmatch(text)
     if boxed:
         text = boxed.group(1)
     text = text.strip().strip("$").strip().strip("\"'`").strip()
-    text = re.sub(r"\s+", " ", text).rstrip(".").strip()
+    text = _SPACES.sub(" ", text).rstrip(".").strip()
     return text.casefold()
 
 

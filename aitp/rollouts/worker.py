@@ -166,12 +166,13 @@ def _group_rows(
     where: dict[str, str],
 ) -> list[dict[str, Any]]:
     """The rows of one scored group: the fields the lake's rollouts table stores."""
-    gid = group_id(ctx.experiment, ctx.iteration, item.item_id, seed)
+    item_id = item.item_id  # a hash of the identity: once per group, not once per sample
+    gid = group_id(ctx.experiment, ctx.iteration, item_id, seed)
     return [
         {
             "experiment": ctx.experiment,
             "iteration": ctx.iteration,
-            "item_id": item.item_id,
+            "item_id": item_id,
             "task": item.task,
             "config": item.config,
             "seed": item.seed,

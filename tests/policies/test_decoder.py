@@ -11,7 +11,7 @@ import torch
 
 from aitp.policies.base import SamplingParams
 from aitp.policies.fast import FastSampler, batching, supports
-from aitp.policies.fast.engine import GpuMemoryError, rows_for_memory
+from aitp.policies.fast.engine import Engine, GpuMemoryError, bytes_per_row, rows_for_memory
 from aitp.policies.fast.llama import LlamaWeights
 from aitp.policies.fast.sampling import pick
 from aitp.policies.hf import _HFDecoder
@@ -238,6 +238,23 @@ def test_rows_are_sized_to_free_gpu_memory():
     assert 0.95 * expected <= sampler.engine.slots <= expected < 640  # memory, not the work, bounded the slots
     assert peak < torch.cuda.get_device_properties(0).total_memory
     assert_same(unconstrained, got)
+
+
+@pytest.mark.gpu
+@cuda
+def test_capturing_the_steps_holds_no_more_memory_than_the_slots_were_sized_for():
+    gpu = tiny_llama("cuda", torch.bfloat16, vocab=49152)
+    weights = LlamaWeights(gpu)
+    slots, positions, max_tokens = 2048, 64, 32
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_reserved()
+    with torch.inference_mode():
+        engine = Engine(weights, slots, positions, max_tokens, EOS, graphs=True, fuse=True)
+        engine.capture_all(1.0, 1.0)
+    held = torch.cuda.memory_reserved() - before
+    # Each bucket warms up before its capture; that memory must not stay held beside the graphs' pool.
+    assert held <= slots * bytes_per_row(weights, positions, max_tokens) + (256 << 20)
 
 
 @pytest.mark.gpu

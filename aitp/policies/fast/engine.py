@@ -113,6 +113,7 @@ class Engine:
         self.attend = attention(self.cache, weights.head_dim**-0.5, weights.cos, weights.sin, weights.n_heads)
         self.captured: dict[tuple[int, float, float], torch.cuda.CUDAGraph] = {}
         self.pool = None
+        self.side = None  # the stream every capture warms up on (made on first capture)
 
     def fits(self, positions: int, max_tokens: int, eos_ids: set[int]) -> bool:
         """Whether this engine's cache and buffers are wide enough for a call (and it stops on the same ids)."""
@@ -143,19 +144,30 @@ class Engine:
             graph.replay()
 
     def capture_all(self, temperature: float, top_p: float) -> None:
-        """Capture every bucket's step for these sampling settings, largest first (one memory pool)."""
-        for b in reversed(buckets(self.slots)):
-            if self.graphs and (b, temperature, top_p) not in self.captured:
-                self._capture((b, temperature, top_p))
+        """Capture every bucket's step for these sampling settings, largest first (one memory pool).
+
+        The warm-up steps' memory is freed into the caching allocator's blocks for the side stream,
+        which no later allocation of this process reuses; they go back to the driver at the end, so
+        that another process on the card (the loop's training, its evaluation) and this engine's own
+        sizing see them as free.
+        """
+        missing = [b for b in reversed(buckets(self.slots)) if (b, temperature, top_p) not in self.captured]
+        if not self.graphs or not missing:
+            return
+        for b in missing:
+            self._capture((b, temperature, top_p))
+        torch.cuda.synchronize(self.weights.device)
+        torch.cuda.empty_cache()
 
     def _capture(self, key: tuple[int, float, float]) -> torch.cuda.CUDAGraph:
         b, temperature, top_p = key
         saved = [t[:b].clone() for t in self.state]
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):  # warm-up outside the graph: library handles, kernel choices
+        if self.side is None:
+            self.side = torch.cuda.Stream(self.weights.device)
+        self.side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.side):  # warm-up outside the graph: library handles, kernel choices
             self.step(b, temperature, top_p)
-        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.current_stream().wait_stream(self.side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
             self.step(b, temperature, top_p)

@@ -1,0 +1,92 @@
+"""What a GPU rollout shard costs besides sampling: scoring its groups and building its lake rows, one run.
+
+    .venv/bin/python benchmarks/shard_rows.py [--prompts 1024] [--n 16] [--wrong 3,99]
+
+`aitp.rollouts.worker.rollout_shard` runs on the GPU worker after `policy.sample`, before the next
+shard can start. Here its policy is a stand-in that returns canned short completions (the shape of
+`configs/gpu.yaml`'s answers: a tagged answer, right with probability 0.4, else one of `--wrong` + 1
+wrong numbers), so the timing is the shard's scoring and row building alone. Baseline in the same run:
+the same groups scored one completion at a time (every sample judged, as before distinct texts were
+judged once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from pathlib import Path
+
+import yaml
+
+import aitp.rollouts.worker as worker
+from aitp.envs.groups import score_group
+from aitp.envs.items import generate_items
+from aitp.envs.scoring import score_completion, verifier_entry
+from aitp.policies.base import Completion, SamplingParams
+
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "gpu.yaml"
+
+
+class CannedPolicy:
+    """Short tagged answers for the items in order: a stand-in for the sampler, so only the rest is timed."""
+
+    version = "canned"
+
+    def __init__(self, items, wrong: int, seed: int = 0) -> None:
+        self.items, self.wrong, self.rng = items, wrong, random.Random(seed)
+
+    def sample(self, prompts, params, seeds):
+        return [[self._one(item) for _ in range(params.n)] for item in self.items[: len(prompts)]]
+
+    def _one(self, item) -> Completion:
+        answer = item.answer if self.rng.random() < 0.4 else str(self.rng.randint(0, self.wrong))
+        return Completion(f"<answer>{answer}</answer>", [0] * 9, [-0.1] * 9, "stop", 44, 9)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=int, default=1024, help="items in the shard (split over the config's tasks)")
+    parser.add_argument("--n", type=int, default=16, help="samples per item")
+    parser.add_argument("--wrong", default="3,99", help="comma-separated: largest wrong number a sample may give")
+    args = parser.parse_args()
+    config = yaml.safe_load(CONFIG.read_text())
+    per_task = args.prompts // len(config["tasks"])
+    items = []
+    for task in config["tasks"]:
+        items += generate_items(task["name"], per_task, 1, "train", task_config=task.get("config") or {})
+    params = SamplingParams(n=args.n, temperature=1.0, max_tokens=64)
+    ctx = worker.RolloutContext("bench", 1, 0, params, 64, None, config.get("system_prompt"))
+    print(f"{len(items)} items x {args.n} samples, tasks {', '.join(t['name'] for t in config['tasks'])}\n")
+    print(
+        "| wrong answers | rows | distinct texts per group | shard (score + rows) s | groups scored s "
+        "| every sample judged s | ratio |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for item in items:  # untimed: the verifiers' datasets are built and cached on first use
+        score_group(item, ["<answer>0</answer>"], 64, len, [9])
+    for wrong in [int(w) for w in args.wrong.split(",")]:
+        policy = CannedPolicy(items, wrong)
+        groups = CannedPolicy(items, wrong).sample(items, params, None)
+        worker.load_cached_policy = lambda spec, device=None, policy=policy: policy
+        start = time.perf_counter()
+        rows = worker.rollout_shard([i.to_dict() for i in items], "canned", ctx)
+        shard = time.perf_counter() - start
+        start = time.perf_counter()
+        for item, group in zip(items, groups):
+            verifier = verifier_entry(item)
+            [score_completion(item, c.text, verifier) for c in group]
+        every = time.perf_counter() - start
+        start = time.perf_counter()
+        for item, group in zip(items, groups):
+            score_group(item, [c.text for c in group], 64, len, [c.completion_tokens for c in group])
+        grouped = time.perf_counter() - start
+        distinct = sum(len({c.text for c in g}) for g in groups) / len(groups)
+        print(
+            f"| {wrong} | {len(rows):,} | {distinct:.1f} | {shard:.2f} | {grouped:.2f} | {every:.2f} "
+            f"| {every / grouped:.2f}x |"
+        )
+
+
+if __name__ == "__main__":
+    main()

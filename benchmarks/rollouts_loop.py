@@ -1,6 +1,7 @@
 """The loop's in-loop rollout rate beside the same `policy.sample` calls replayed outside it, on the same rows.
 
-    python benchmarks/rollouts_loop.py HOME EXPERIMENT ITERATION [--new-tokens 64] [--temperature 1.0] [--json OUT]
+    python benchmarks/rollouts_loop.py HOME EXPERIMENT ITERATION [--new-tokens 64] [--temperature 1.0]
+        [--hold-gib 0] [--torch-threads 0] [--json OUT]
 
 The in-loop rate is what the lake says of an iteration: completion tokens over the shards' wall
 seconds (`latency_s` of each group's first sample, summed: the `policy.sample` call of a shard,
@@ -9,6 +10,11 @@ rows (found under HOME by its `model_version` fingerprint), cuts the iteration's
 and seeds into the loop's GPU shards and times the same `policy.sample` call on each, in one plain
 process after one untimed call (the loop's worker had decoded an earlier iteration): the same model,
 prompts, seeds and sampling settings, so the two rates differ only by where the call runs.
+
+Two knobs put the replay in the loop worker's conditions one at a time: `--hold-gib` keeps GPU memory
+taken (the flow process trains and evaluates on the same card and keeps what it cached), so the
+decoder sizes fewer slots, as the loop's worker does; `--torch-threads 1` gives torch the one CPU
+thread a Dask worker has. The line printed says which slots the replay ran with.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import torch
 from aitp.fingerprint import fingerprint
 from aitp.lake.reader import read_partition
 from aitp.policies.base import SamplingParams
+from aitp.policies.fast.resident import resident_engines
 from aitp.policies.loading import load_policy
 from aitp.rollouts.shards import cut_shards, default_shard_size, sample_seed
 
@@ -45,9 +52,21 @@ def in_loop(rows: list[dict]) -> dict:
 
 
 def replay(
-    home: Path, experiment: str, iteration: int, new_tokens: int, temperature: float, seed: int = 0, profile=None
+    home: Path,
+    experiment: str,
+    iteration: int,
+    new_tokens: int,
+    temperature: float,
+    seed: int = 0,
+    profile=None,
+    hold_gib: float = 0.0,
 ) -> dict:
-    """The in-loop figures and the replayed calls' figures for one iteration."""
+    """The in-loop figures and the replayed calls' figures for one iteration.
+
+    `hold_gib` keeps that much GPU memory taken while the decoder sizes its slots and samples, as the
+    loop's flow process holds what its training and evaluation cached on the same card.
+    """
+    held = torch.empty(int(hold_gib * 2**30), dtype=torch.uint8, device="cuda") if hold_gib > 0 else None
     table = read_partition(home, "rollouts", experiment, iteration)
     rows = table.select(
         ["item_id", "prompt", "sample_index", "completion_tokens", "prompt_tokens", "latency_s", "model_version"]
@@ -76,8 +95,12 @@ def replay(
         seconds += time.perf_counter() - start
         tokens += sum(c.completion_tokens for g in groups for c in g)
     loop = in_loop(rows)
+    del held
     return dict(
         card=torch.cuda.get_device_name(),
+        hold_gib=hold_gib,
+        threads=torch.get_num_threads(),
+        slots=[engine.slots for engine in resident_engines()],
         iteration=iteration,
         prompts=len(chats),
         n=n,
@@ -98,11 +121,17 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64, help="the config's rollouts.max_tokens")
     parser.add_argument("--temperature", type=float, default=1.0, help="the config's rollouts.temperature")
     parser.add_argument("--seed", type=int, default=0, help="the config's seed (the groups' sampling seeds follow it)")
+    parser.add_argument("--hold-gib", type=float, default=0.0, help="GPU memory kept taken, as the loop's flow holds")
+    parser.add_argument("--torch-threads", type=int, default=0, help="torch CPU threads (the loop's worker has 1)")
     parser.add_argument("--profile", type=int, default=0, help="print this many lines of a profile of the timed calls")
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args()
     profile = cProfile.Profile() if args.profile else None
-    result = replay(args.home, args.experiment, args.iteration, args.new_tokens, args.temperature, args.seed, profile)
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+    result = replay(
+        args.home, args.experiment, args.iteration, args.new_tokens, args.temperature, args.seed, profile, args.hold_gib
+    )
     loop, again = result["in_loop"], result["replayed"]
     print(
         f"{result['card']}, iteration {result['iteration']}: {result['prompts']} prompts x {result['n']} in "
@@ -110,7 +139,8 @@ def main() -> None:
         f"{result['mean_completion_tokens']:.1f} new tokens per row\n"
         f"in the loop: {loop['tokens']:,.0f} tokens in {loop['seconds']:.2f} s = {loop['tps']:,.0f} tokens/s\n"
         f"replayed:    {again['tokens']:,.0f} tokens in {again['seconds']:.2f} s = {again['tps']:,.0f} tokens/s\n"
-        f"in-loop / replayed: {100 * result['ratio']:.0f} %"
+        f"in-loop / replayed: {100 * result['ratio']:.0f} % (replayed with {result['slots']} slots, "
+        f"{result['hold_gib']:g} GiB held, {result['threads']} torch threads)"
     )
     if profile is not None:
         pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile)

@@ -49,3 +49,9 @@ def sample_resident(model: torch.nn.Module, max_slots: int | None, *args: Any, *
             for name, p in model.named_parameters():
                 mine[name].copy_(p)
         return sampler.sample(*args, **kwargs)
+
+
+def resident_engines() -> list:
+    """The engines of this process's resident decoders (slots, cache width): what a call ran on."""
+    with _LOCK:
+        return [sampler.engine for sampler, _ in _RESIDENT.values() if sampler.engine is not None]

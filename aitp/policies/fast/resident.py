@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from aitp.policies.fast.batching import FastSampler
+from aitp.policies.fast.engine import Engine
 
 _RESIDENT: dict[tuple, tuple[FastSampler, torch.nn.Module]] = {}
 _LOCK = threading.Lock()
@@ -51,7 +52,7 @@ def sample_resident(model: torch.nn.Module, max_slots: int | None, *args: Any, *
         return sampler.sample(*args, **kwargs)
 
 
-def resident_engines() -> list:
+def resident_engines() -> list[Engine]:
     """The engines of this process's resident decoders (slots, cache width): what a call ran on."""
     with _LOCK:
         return [sampler.engine for sampler, _ in _RESIDENT.values() if sampler.engine is not None]

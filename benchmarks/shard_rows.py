@@ -1,4 +1,4 @@
-"""What a GPU rollout shard costs besides sampling: scoring its groups and building its lake rows, one run.
+"""What a GPU rollout shard costs besides sampling: scoring, its lake rows, and committing them; one run.
 
     .venv/bin/python benchmarks/shard_rows.py [--prompts 1024] [--n 16] [--wrong 3,99]
 
@@ -7,13 +7,18 @@ shard can start. Here its policy is a stand-in that returns canned short complet
 `configs/gpu.yaml`'s answers: a tagged answer, right with probability 0.4, else one of `--wrong` + 1
 wrong numbers), so the timing is the shard's scoring and row building alone. Baseline in the same run:
 the same groups scored one completion at a time (every sample judged, as before distinct texts were
-judged once).
+judged once). Then an iteration's rows (two such shards) are committed as the loop commits a chunk
+(`lake_rollout_rows`, the threshold filter, `write_partition`); baseline in the same run: the same rows
+with every row's prompt and config its own copy, so each is encoded to JSON again (as before shared
+objects were encoded once).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import random
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,6 +28,9 @@ import aitp.rollouts.worker as worker
 from aitp.envs.groups import score_group
 from aitp.envs.items import generate_items
 from aitp.envs.scoring import score_completion, verifier_entry
+from aitp.filtering import filter_rows
+from aitp.lake import write_partition
+from aitp.loop.reasoning import lake_rollout_rows
 from aitp.policies.base import Completion, SamplingParams
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "gpu.yaml"
@@ -86,6 +94,27 @@ def main() -> None:
             f"| {wrong} | {len(rows):,} | {distinct:.1f} | {shard:.2f} | {grouped:.2f} | {every:.2f} "
             f"| {every / grouped:.2f}x |"
         )
+    commit_table(rows + rows)
+
+
+def commit_seconds(rows: list[dict], home: str, shard: str) -> float:
+    """Seconds to turn worker rows into the lake's rows, filter them and commit them as one chunk."""
+    start = time.perf_counter()
+    write_partition(home, "rollouts", "bench", 1, filter_rows(lake_rollout_rows(rows), 0.99), shard=shard)
+    return time.perf_counter() - start
+
+
+def commit_table(rows: list[dict]) -> None:
+    """Commit an iteration's rows (two shards) as they come, and with every row's objects copied."""
+    copied = [{**row, "prompt": copy.deepcopy(row["prompt"]), "config": copy.deepcopy(row["config"])} for row in rows]
+    with tempfile.TemporaryDirectory() as home:
+        commit_seconds(rows, home, "warm-up")
+        times = [
+            (commit_seconds(rows, home, f"shared-{k}"), commit_seconds(copied, home, f"copied-{k}")) for k in range(3)
+        ]
+        shared, own = min(t[0] for t in times), min(t[1] for t in times)  # the least disturbed of three each
+    print("\n| rows committed | shared prompt objects s | every row its own copy s | ratio |\n|---:|---:|---:|---:|")
+    print(f"| {len(rows):,} | {shared:.2f} | {own:.2f} | {own / shared:.2f}x |")
 
 
 if __name__ == "__main__":

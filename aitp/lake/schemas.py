@@ -225,9 +225,24 @@ def _is_json(field: pa.Field) -> bool:
     return bool(field.metadata) and field.metadata.get(b"json") == b"1"
 
 
+def _json_texts(values: list[Any]) -> list[str | None]:
+    """Each value as sorted-key JSON; one object shared by many rows (a group's prompt, a task's config) once."""
+    texts: dict[int, str] = {}  # by identity: every object stays referenced by `values` meanwhile
+    out: list[str | None] = []
+    for v in values:
+        if v is None or isinstance(v, str):
+            out.append(v)
+            continue
+        text = texts.get(id(v))
+        if text is None:
+            text = texts[id(v)] = json.dumps(v, sort_keys=True)
+        out.append(text)
+    return out
+
+
 def _column(field: pa.Field, values: list[Any]) -> pa.Array:
     if _is_json(field):
-        values = [v if v is None or isinstance(v, str) else json.dumps(v, sort_keys=True) for v in values]
+        values = _json_texts(values)
     try:
         return pa.array(values, type=field.type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:

@@ -100,6 +100,29 @@ def test_json_columns_accept_objects(tmp_path):
     assert table["created_at"].null_count == 0
 
 
+def test_an_object_shared_by_many_rows_is_encoded_once_and_each_row_keeps_its_text(monkeypatch):
+    import aitp.lake.schemas as schemas
+
+    shared = [{"role": "user", "content": "same question"}]
+    rows = rollout_rows(2, 4)
+    for row in rows[:6]:
+        row["prompt"] = shared  # a group's rows carry one prompt object, as the rollout worker builds them
+    rows[6]["prompt"] = [dict(shared[0])]  # equal content, another object
+    dumped = []
+    real_dumps = schemas.json.dumps
+
+    def counting(obj, **kwargs):
+        dumped.append(obj)
+        return real_dumps(obj, **kwargs)
+
+    monkeypatch.setattr(schemas.json, "dumps", counting)
+    table = rows_to_table("rollouts", rows)
+    texts = table["prompt"].to_pylist()
+    assert texts[:7] == [real_dumps(shared, sort_keys=True)] * 7
+    assert sum(1 for obj in dumped if obj is shared) == 1
+    assert json.loads(texts[7]) == rows[7]["prompt"]
+
+
 @pytest.mark.parametrize(
     ("rows", "message"),
     [

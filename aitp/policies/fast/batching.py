@@ -28,7 +28,7 @@ from torch import Tensor
 
 from aitp.policies.base import Completion, SamplingParams
 from aitp.policies.fast.engine import Engine, GpuMemoryError, buckets, rows_for_memory
-from aitp.policies.fast.llama import LlamaWeights, prefill
+from aitp.policies.fast.llama import LlamaWeights, eager, prefill
 from aitp.policies.fast.sampling import pick
 from aitp.policies.fast.settle import Ended, completions, ended_rows, replay, replayed_completions
 from aitp.policies.tiny.sampler import _completion, _limit, _Row, draw_uniforms
@@ -200,7 +200,7 @@ class _Batch:
             ids, lengths = _right_pad([self.prompt_ids[p] for p in group], self.device)
             slot_t = torch.tensor([s for s, _ in mine], device=self.device)
             source = torch.tensor([r // n - first for _, r in mine], device=self.device)
-            fuse = eng.fuse if ids.numel() >= FUSED_PREFILL_TOKENS else _eager
+            fuse = eng.fuse if ids.numel() >= FUSED_PREFILL_TOKENS else eager
             logits = prefill(self.weights, eng.cache, ids, lengths, slot_t, source, fuse)
             for lo in range(0, len(mine), FIRST_TOKEN_ROWS):
                 self._start(mine[lo : lo + FIRST_TOKEN_ROWS], logits, source[lo : lo + FIRST_TOKEN_ROWS])
@@ -297,10 +297,6 @@ class _Batch:
         for table in (self.row_of, self.gen, self.checked):
             table[holes] = table[movers]
         self.row_of[movers] = -1
-
-
-def _eager(fn):
-    return fn
 
 
 def _right_pad(seqs: list[list[int]], device) -> tuple[Tensor, Tensor]:

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from aitp.errors import AitpError
 from aitp.policies.fast.attention import attention
-from aitp.policies.fast.llama import LlamaWeights, decode
+from aitp.policies.fast.llama import LlamaWeights, decode, eager
 from aitp.policies.fast.sampling import pick
 
 # Bytes of working memory per row and vocabulary entry while sampling: bf16 logits, their float32
@@ -98,7 +98,7 @@ class Engine:
         self.graphs = graphs and dev.type == "cuda"
         # Compiling fuses the norms, rotary embedding, SwiGLU and sampling into few kernels: on CUDA
         # a decode step is otherwise hundreds of tiny launches, each a few microseconds even replayed.
-        self.fuse = compiled if fuse and dev.type == "cuda" else (lambda fn: fn)
+        self.fuse = compiled if fuse and dev.type == "cuda" else eager
         self.cache = weights.new_cache(slots, positions)
         self.tok = torch.zeros(slots, dtype=torch.long, device=dev)
         self.pos = torch.zeros(slots, dtype=torch.long, device=dev)

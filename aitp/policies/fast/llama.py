@@ -123,8 +123,13 @@ def swiglu(gate_up: Tensor) -> Tensor:
     return F.silu(gate) * up
 
 
+def eager(fn):
+    """The pieces of a pass as they are (the `fuse` that compiles nothing)."""
+    return fn
+
+
 def prefill(
-    w: LlamaWeights, cache: Tensor, ids: Tensor, lengths: Tensor, slots: Tensor, source: Tensor, fuse=lambda fn: fn
+    w: LlamaWeights, cache: Tensor, ids: Tensor, lengths: Tensor, slots: Tensor, source: Tensor, fuse=eager
 ) -> Tensor:
     """Run right-padded prompts `ids` (N, P) of `lengths`; write their keys/values into cache `slots`.
 
@@ -187,7 +192,7 @@ def logits_out(x: Tensor, norm: Tensor, lm_head: Tensor, eps: float) -> Tensor:
     return project_in(x, norm, lm_head, None, eps)
 
 
-def decode(w: LlamaWeights, tokens: Tensor, positions: Tensor, attend, fuse=lambda fn: fn) -> Tensor:
+def decode(w: LlamaWeights, tokens: Tensor, positions: Tensor, attend, fuse=eager) -> Tensor:
     """One token for each of the first b slots (b = len(tokens)) at its own position; (b, V) logits.
 
     `attend(layer, qkv, positions)` rotates, writes that layer's cache for the first b slots and

@@ -1,7 +1,7 @@
 """The loop's in-loop rollout rate beside the same `policy.sample` calls replayed outside it, on the same rows.
 
     python benchmarks/rollouts_loop.py HOME EXPERIMENT ITERATION [--new-tokens 64] [--temperature 1.0]
-        [--hold-gib 0] [--torch-threads 0] [--json OUT]
+        [--hold-gib 0] [--torch-threads 0] [--history] [--json OUT]
 
 The in-loop rate is what the lake says of an iteration: completion tokens over the shards' wall
 seconds (`latency_s` of each group's first sample, summed: the `policy.sample` call of a shard,
@@ -15,6 +15,10 @@ Two knobs put the replay in the loop worker's conditions one at a time: `--hold-
 taken (the flow process trains and evaluates on the same card and keeps what it cached), so the
 decoder sizes fewer slots, as the loop's worker does; `--torch-threads 1` gives torch the one CPU
 thread a Dask worker has. The line printed says which slots the replay ran with.
+
+`--history` replaces the one untimed call by the calls the loop's worker made before: its warm-up
+(a few rows), then every earlier iteration's shards, so the timed calls find the engine those left
+(its slots, its cache width); the line printed says whether a timed call had to build a new engine.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from aitp.policies.base import SamplingParams
 from aitp.policies.fast.resident import resident_engines
 from aitp.policies.loading import load_policy
 from aitp.rollouts.shards import cut_shards, default_shard_size, sample_seed
+from aitp.rollouts.worker import WARM_PROMPTS
 
 
 def checkpoint_of(home: Path, version: str) -> Path:
@@ -51,6 +56,17 @@ def in_loop(rows: list[dict]) -> dict:
     return dict(tokens=tokens, seconds=seconds, tps=tokens / seconds)
 
 
+def iteration_calls(home: Path, experiment: str, iteration: int, seed: int) -> tuple[list[dict], list[dict], list]:
+    """An iteration's lake rows, its groups' first rows, and its `policy.sample` calls as the loop cut them."""
+    columns = ["item_id", "prompt", "sample_index", "completion_tokens", "prompt_tokens", "latency_s", "model_version"]
+    rows = read_partition(home, "rollouts", experiment, iteration).select(columns).to_pylist()
+    firsts = [r for r in rows if r["sample_index"] == 0]
+    chats = [json.loads(r["prompt"]) if isinstance(r["prompt"], str) else r["prompt"] for r in firsts]
+    seeds = [sample_seed(r["item_id"], seed, iteration) for r in firsts]
+    size = default_shard_size(len(chats), gpu_workers=1)
+    return rows, firsts, list(zip(cut_shards(chats, size), cut_shards(seeds, size)))
+
+
 def replay(
     home: Path,
     experiment: str,
@@ -60,6 +76,7 @@ def replay(
     seed: int = 0,
     profile=None,
     hold_gib: float = 0.0,
+    history: bool = False,
 ) -> dict:
     """The in-loop figures and the replayed calls' figures for one iteration.
 
@@ -67,22 +84,21 @@ def replay(
     loop's flow process holds what its training and evaluation cached on the same card.
     """
     held = torch.empty(int(hold_gib * 2**30), dtype=torch.uint8, device="cuda") if hold_gib > 0 else None
-    table = read_partition(home, "rollouts", experiment, iteration)
-    rows = table.select(
-        ["item_id", "prompt", "sample_index", "completion_tokens", "prompt_tokens", "latency_s", "model_version"]
-    ).to_pylist()
+    rows, firsts, shards = iteration_calls(home, experiment, iteration, seed)
     versions = {r["model_version"] for r in rows}
     if len(versions) != 1:
         raise SystemExit(f"iteration {iteration} was sampled by {len(versions)} models; replay needs one")
-    firsts = [r for r in rows if r["sample_index"] == 0]
     n = len(rows) // len(firsts)
-    chats = [json.loads(r["prompt"]) if isinstance(r["prompt"], str) else r["prompt"] for r in firsts]
-    seeds = [sample_seed(r["item_id"], seed, iteration) for r in firsts]
     policy = load_policy(str(checkpoint_of(home, versions.pop())), device="cuda")
     params = SamplingParams(n=n, temperature=temperature, max_tokens=new_tokens)
-    size = default_shard_size(len(chats), gpu_workers=1)
-    shards = list(zip(cut_shards(chats, size), cut_shards(seeds, size)))
-    policy.sample(shards[0][0], params, shards[0][1])  # untimed: compiles and captures, as earlier iterations did
+    if history:  # untimed: the worker's warm-up, then the earlier iterations' calls
+        policy.sample([shards[0][0][0]] * WARM_PROMPTS, params, list(range(WARM_PROMPTS)))
+        for earlier in range(1, iteration):
+            for chats, seeds in iteration_calls(home, experiment, earlier, seed)[2]:
+                policy.sample(chats, params, seeds)
+    else:  # untimed: compiles and captures, as earlier iterations did
+        policy.sample(shards[0][0], params, shards[0][1])
+    engines = set(map(id, resident_engines()))
     tokens = seconds = 0.0
     for shard_chats, shard_seeds in shards:
         torch.cuda.synchronize()
@@ -98,11 +114,13 @@ def replay(
     del held
     return dict(
         card=torch.cuda.get_device_name(),
+        history=history,
+        rebuilt=set(map(id, resident_engines())) != engines,
         hold_gib=hold_gib,
         threads=torch.get_num_threads(),
         slots=[engine.slots for engine in resident_engines()],
         iteration=iteration,
-        prompts=len(chats),
+        prompts=len(firsts),
         n=n,
         shards=len(shards),
         mean_prompt_tokens=sum(r["prompt_tokens"] for r in firsts) / len(firsts),
@@ -123,6 +141,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the config's seed (the groups' sampling seeds follow it)")
     parser.add_argument("--hold-gib", type=float, default=0.0, help="GPU memory kept taken, as the loop's flow holds")
     parser.add_argument("--torch-threads", type=int, default=0, help="torch CPU threads (the loop's worker has 1)")
+    parser.add_argument("--history", action="store_true", help="first replay the worker's earlier calls, untimed")
     parser.add_argument("--profile", type=int, default=0, help="print this many lines of a profile of the timed calls")
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args()
@@ -130,7 +149,15 @@ def main() -> None:
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     result = replay(
-        args.home, args.experiment, args.iteration, args.new_tokens, args.temperature, args.seed, profile, args.hold_gib
+        args.home,
+        args.experiment,
+        args.iteration,
+        args.new_tokens,
+        args.temperature,
+        args.seed,
+        profile,
+        args.hold_gib,
+        args.history,
     )
     loop, again = result["in_loop"], result["replayed"]
     print(
@@ -140,7 +167,9 @@ def main() -> None:
         f"in the loop: {loop['tokens']:,.0f} tokens in {loop['seconds']:.2f} s = {loop['tps']:,.0f} tokens/s\n"
         f"replayed:    {again['tokens']:,.0f} tokens in {again['seconds']:.2f} s = {again['tps']:,.0f} tokens/s\n"
         f"in-loop / replayed: {100 * result['ratio']:.0f} % (replayed with {result['slots']} slots, "
-        f"{result['hold_gib']:g} GiB held, {result['threads']} torch threads)"
+        f"{result['hold_gib']:g} GiB held, {result['threads']} torch threads; "
+        f"{'after the earlier calls' if result['history'] else 'after one call of the same shard'}, "
+        f"{'a timed call built a new engine' if result['rebuilt'] else 'no timed call built an engine'})"
     )
     if profile is not None:
         pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile)

@@ -19,9 +19,11 @@ T = TypeVar("T")
 
 TARGET_SHARDS = 32
 MAX_SHARD_SIZE = 64
-# Items in one GPU shard at most: a lost worker costs at most this rerun (~16k rows at group size 16,
-# about a minute of decoding for a 135M model on one H100).
-MAX_GPU_SHARD_SIZE = 1024
+# Items in one GPU shard at most: a lost worker costs at most this rerun (~65k rows at group size 16,
+# seconds of decoding for a 135M model on one H100). Fewer, larger shards also keep a worker from
+# sampling one shard while it sends the last one's rows back: pickling them holds the interpreter
+# lock that the decoder's host loop needs between blocks of tokens.
+MAX_GPU_SHARD_SIZE = 4096
 
 
 def cut_shards(items: Sequence[T], shard_size: int) -> list[list[T]]:

@@ -9,6 +9,7 @@ Lightning: it takes examples, trains and saves, and is what a launched multi-GPU
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -142,7 +143,22 @@ def fit(
 ) -> TrainResult:
     """Train `base` on `examples` (dicts with prompt, completion, and rejected for dpo) and save to `out`."""
     with pinned_numerics(config.threads):
-        return _fit(examples, base, config, Path(out), meta)
+        try:
+            return _fit(examples, base, config, Path(out), meta)
+        finally:
+            release_gpu_cache()
+
+
+def release_gpu_cache() -> None:
+    """Hand the blocks a fit cached back to the driver.
+
+    The loop trains in its own process while a rollout worker on the same GPU sizes its decoder's
+    slots to the memory it finds free: blocks kept cached here (activations, optimizer states, the
+    trainer's reference cycles) would read as used there and cost slots for the rest of the run.
+    """
+    gc.collect()  # the trainer and its strategy hold each other: collect them before releasing
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 @contextmanager

@@ -137,6 +137,19 @@ def test_seeds_reproduce_and_differ(model):
     assert [c.token_ids for g in first for c in g] != [c.token_ids for g in other for c in g]
 
 
+def test_calls_whose_longest_prompt_moves_a_few_tokens_keep_the_engine(model):
+    # Fresh rollout items move the longest prompt from call to call; rebuilding the engine for each
+    # would capture every step again inside the timed call.
+    sampler = FastSampler(model)
+    params = SamplingParams(n=2, temperature=1.0, max_tokens=20)
+    with torch.inference_mode():
+        sampler.sample([[1, 2, 3]], params, [0], eos_ids=EOS, decode=decode, max_len=256)
+        engine = sampler.engine
+        got = sampler.sample([[1, 2, 3, 4, 5]], params, [0], eos_ids=EOS, decode=decode, max_len=256)
+    assert sampler.engine is engine
+    assert_same(fast(model, [[1, 2, 3, 4, 5]], params, [0]), got)
+
+
 def test_zero_max_tokens_gives_empty_completions(model):
     [[c]] = fast(model, [PROMPTS[0]], SamplingParams(max_tokens=0), [0])
     assert c.token_ids == [] and c.finish_reason == "length"
@@ -230,7 +243,7 @@ def test_rows_are_sized_to_free_gpu_memory():
         sampler = FastSampler(gpu)
         torch.cuda.empty_cache()  # as the sampler does before it sizes its slots
         with torch.inference_mode():
-            expected = rows_for_memory(sampler.weights, 7 + 24, 24)
+            expected = rows_for_memory(sampler.weights, batching.cache_positions(7 + 24, 256), 24)
             got = sampler.sample(prompts, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
         peak = torch.cuda.max_memory_allocated()
     finally:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from aitp.configs import load_config
+from aitp.loop import LoopConfig
 from aitp.rollouts.shards import (
     MAX_GPU_SHARD_SIZE,
     MAX_SHARD_SIZE,
@@ -36,6 +40,12 @@ def test_gpu_shards_follow_the_cluster_one_per_worker_unless_the_work_is_larger(
     big = 5 * MAX_GPU_SHARD_SIZE
     assert default_shard_size(big, gpu_workers=2) == MAX_GPU_SHARD_SIZE  # larger work: more shards than workers
     assert default_shard_size(320, gpu_workers=0) == default_shard_size(320) == 10
+
+
+def test_an_iteration_of_the_gpu_recipe_is_one_shard_on_one_gpu():
+    config = load_config(LoopConfig, Path(__file__).resolve().parents[2] / "configs" / "gpu.yaml")
+    items = len(config.tasks) * config.rollouts.items_per_task
+    assert default_shard_size(items, gpu_workers=1) == items
 
 
 def test_sample_seed_is_stable_and_spread():

@@ -44,6 +44,16 @@ FIRST_TOKEN_ROWS = 1024  # rows whose first token is sampled together (bounds th
 # is too short for the fused kernels to win that back, and rows admitted a few hundred at a time
 # (continuous batching of short answers) would wait on the host at every refill.
 FUSED_PREFILL_TOKENS = 16384
+# The cache is built this many positions at a time. A rollout call's width is its longest prompt plus
+# the token limit, and fresh items move the longest prompt by a few tokens from call to call: an
+# exact width would rebuild the engine and capture every bucket's step again (about a second at
+# ten thousand slots) in about every other call. Rounding costs at most this many positions a row.
+POSITION_QUANTUM = 32
+
+
+def cache_positions(needed: int, max_len: int) -> int:
+    """The cache width to build for calls needing `needed` positions: rounded up, within the rotary table."""
+    return min(max_len, -(-needed // POSITION_QUANTUM) * POSITION_QUANTUM)
 
 
 def block_steps(b: int) -> int:
@@ -116,7 +126,7 @@ class FastSampler:
         try:
             if not prompt_ids or steps <= 0:
                 return [[_completion(_Row(limit=0), len(p), decode) for _ in range(n)] for p in prompt_ids]
-            positions = max(len(p) + lim for p, lim in zip(prompt_ids, limits))
+            positions = cache_positions(max(len(p) + lim for p, lim in zip(prompt_ids, limits)), max_len)
             self.weights.refresh()
             engine = self._engine(len(prompt_ids) * n, positions, steps, params.top_p, eos_ids)
             engine.capture_all(params.temperature, params.top_p)

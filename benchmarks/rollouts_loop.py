@@ -1,7 +1,7 @@
 """The loop's in-loop rollout rate beside the same `policy.sample` calls replayed outside it, on the same rows.
 
     python benchmarks/rollouts_loop.py HOME EXPERIMENT ITERATION [--new-tokens 64] [--temperature 1.0]
-        [--hold-gib 0] [--torch-threads 0] [--history] [--json OUT]
+        [--hold-gib 0] [--torch-threads 0] [--history] [--dask] [--json OUT]
 
 The in-loop rate is what the lake says of an iteration: completion tokens over the shards' wall
 seconds (`latency_s` of each group's first sample, summed: the `policy.sample` call of a shard,
@@ -19,6 +19,9 @@ thread a Dask worker has. The line printed says which slots the replay ran with.
 `--history` replaces the one untimed call by the calls the loop's worker made before: its warm-up
 (a few rows), then every earlier iteration's shards, so the timed calls find the engine those left
 (its slots, its cache width); the line printed says whether a timed call had to build a new engine.
+`--dask` runs the whole replay as one task on the GPU worker of a local Dask cluster started as the
+loop starts its own (a worker process with one thread, beside its nanny and event loop), so a gap
+that remains there is the worker's, and one that closes there is the rest of the loop's.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from aitp.policies.base import SamplingParams
 from aitp.policies.fast.resident import resident_engines
 from aitp.policies.loading import load_policy
 from aitp.rollouts.shards import cut_shards, default_shard_size, sample_seed
-from aitp.rollouts.worker import WARM_PROMPTS
+from aitp.rollouts.worker import WARM_PROMPTS, worker_name
 
 
 def checkpoint_of(home: Path, version: str) -> Path:
@@ -115,6 +118,7 @@ def replay(
     return dict(
         card=torch.cuda.get_device_name(),
         history=history,
+        where=worker_name(),
         rebuilt=set(map(id, resident_engines())) != engines,
         hold_gib=hold_gib,
         threads=torch.get_num_threads(),
@@ -142,23 +146,24 @@ def main() -> None:
     parser.add_argument("--hold-gib", type=float, default=0.0, help="GPU memory kept taken, as the loop's flow holds")
     parser.add_argument("--torch-threads", type=int, default=0, help="torch CPU threads (the loop's worker has 1)")
     parser.add_argument("--history", action="store_true", help="first replay the worker's earlier calls, untimed")
+    parser.add_argument("--dask", action="store_true", help="replay in a local Dask cluster's GPU worker")
     parser.add_argument("--profile", type=int, default=0, help="print this many lines of a profile of the timed calls")
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args()
     profile = cProfile.Profile() if args.profile else None
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
-    result = replay(
-        args.home,
-        args.experiment,
-        args.iteration,
-        args.new_tokens,
-        args.temperature,
-        args.seed,
-        profile,
-        args.hold_gib,
-        args.history,
-    )
+    how = (args.home, args.experiment, args.iteration, args.new_tokens, args.temperature, args.seed)
+    if args.dask:
+        from distributed import Client
+
+        from aitp.rollouts.cluster import GPU, local_cluster
+
+        with local_cluster(gpus=1) as cluster, Client(cluster) as client:
+            task = client.submit(replay, *how, None, args.hold_gib, args.history, resources={GPU: 1}, pure=False)
+            result = task.result()
+    else:
+        result = replay(*how, profile, args.hold_gib, args.history)
     loop, again = result["in_loop"], result["replayed"]
     print(
         f"{result['card']}, iteration {result['iteration']}: {result['prompts']} prompts x {result['n']} in "
@@ -167,7 +172,7 @@ def main() -> None:
         f"in the loop: {loop['tokens']:,.0f} tokens in {loop['seconds']:.2f} s = {loop['tps']:,.0f} tokens/s\n"
         f"replayed:    {again['tokens']:,.0f} tokens in {again['seconds']:.2f} s = {again['tps']:,.0f} tokens/s\n"
         f"in-loop / replayed: {100 * result['ratio']:.0f} % (replayed with {result['slots']} slots, "
-        f"{result['hold_gib']:g} GiB held, {result['threads']} torch threads; "
+        f"{result['hold_gib']:g} GiB held, {result['threads']} torch threads, {result['where']}; "
         f"{'after the earlier calls' if result['history'] else 'after one call of the same shard'}, "
         f"{'a timed call built a new engine' if result['rebuilt'] else 'no timed call built an engine'})"
     )

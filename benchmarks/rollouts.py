@@ -1,7 +1,7 @@
 """Tokens per second of the rollout decoder vs Hugging Face `generate`, and the compute roofline, from one run.
 
     python benchmarks/rollouts.py [--batches 1,64,256,1024] [--rollout 64x16] [--largest 4096]
-        [--prompt-tokens 64] [--new-tokens 128] [--gpus 1] [--work 256x16] [--json OUT]
+        [--prompt-tokens 64] [--new-tokens 128] [--gpus 1] [--work 256x16] [--repeats 3] [--json OUT]
 
 One GPU: the SmolLM2-135M architecture (built from its config, random bf16 weights, no download)
 samples 64-token random prompts for 128 new tokens at temperature 1 (no top-k, no top-p, no end
@@ -14,6 +14,8 @@ is then timed twice (above one row), since its first full-length call also grows
 
 `--gpus 2`: the rollout work `--work` (prompts x group size) once on one GPU, then split in halves
 over two processes, one per GPU, started together after both warmed up; the ratio is of wall times.
+Each side times `--repeats` calls (every process starts each one together with the others) and
+counts the median wall time.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import time
 
 import torch
@@ -176,16 +179,19 @@ def _worker(rank: int, world: int, args, barrier, results) -> None:
     roofline = tflops * 1e12 / (2 * sum(p.numel() for p in model.parameters())) if tflops else None
     sampler = FastSampler(model)
     params = SamplingParams(n=n, temperature=1.0, max_tokens=args.new_tokens)
+    spans = []
     with torch.inference_mode():
         sampler.sample(mine, params, list(range(len(mine))), eos_ids=set(), decode=lambda ids: "")
         torch.cuda.synchronize()
-        barrier.wait()
-        start = time.time()
-        out = sampler.sample(mine, params, list(range(len(mine))), eos_ids=set(), decode=lambda ids: "")
-        torch.cuda.synchronize()
+        for _ in range(args.repeats):
+            barrier.wait()
+            start = time.time()
+            out = sampler.sample(mine, params, list(range(len(mine))), eos_ids=set(), decode=lambda ids: "")
+            torch.cuda.synchronize()
+            spans.append((start, time.time()))
     tokens = sum(c.completion_tokens for cs in out for c in cs)
     card = torch.cuda.get_device_name()
-    results.put(dict(rank=rank, start=start, end=time.time(), tokens=tokens, card=card, roofline_tps=roofline))
+    results.put(dict(rank=rank, spans=spans, tokens=tokens, card=card, roofline_tps=roofline))
 
 
 def spread(world: int, args) -> dict:
@@ -198,9 +204,11 @@ def spread(world: int, args) -> dict:
     parts = [results.get() for _ in procs]
     for p in procs:
         p.join()
-    wall = max(p["end"] for p in parts) - min(p["start"] for p in parts)
+    walls = [max(p["spans"][i][1] for p in parts) - min(p["spans"][i][0] for p in parts) for i in range(args.repeats)]
+    wall = statistics.median(walls)
     tokens = sum(p["tokens"] for p in parts)
-    out = dict(gpus=world, cards=sorted({p["card"] for p in parts}), tokens=tokens, seconds=wall, tps=tokens / wall)
+    cards = sorted({p["card"] for p in parts})
+    out = dict(gpus=world, cards=cards, tokens=tokens, seconds=wall, walls=walls, tps=tokens / wall)
     if parts[0]["roofline_tps"]:
         out["roofline_pct"] = 100 * out["tps"] / parts[0]["roofline_tps"]
     return out
@@ -222,6 +230,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--gpus", type=int, default=1, help="2: compare the work on one GPU and split over two")
     parser.add_argument("--work", type=_pair, default=(256, 16), help="rollout work of the GPU comparison")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls per side of the GPU comparison (median)")
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args()
     args.batches = [int(b) for b in args.batches.split(",") if b]
@@ -233,7 +242,8 @@ def main() -> None:
             roof = f" ({run['roofline_pct']:.1f}% of the roofline)" if "roofline_pct" in run else ""
             print(
                 f"{run['gpus']} GPU(s) {', '.join(run['cards'])}: {run['tokens']:,} tokens in "
-                f"{run['seconds']:.2f} s = {run['tps']:,.0f} tokens/s{roof}"
+                f"{run['seconds']:.2f} s = {run['tps']:,.0f} tokens/s{roof} "
+                f"(median of {', '.join(f'{w:.2f}' for w in run['walls'])} s)"
             )
         print(f"{args.gpus} GPUs vs 1: {result['ratio']:.2f}x")
     else:

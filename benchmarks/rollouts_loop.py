@@ -1,7 +1,7 @@
 """The loop's in-loop rollout rate beside the same `policy.sample` calls replayed outside it, on the same rows.
 
     python benchmarks/rollouts_loop.py HOME EXPERIMENT ITERATION [--new-tokens 64] [--temperature 1.0]
-        [--hold-gib 0] [--torch-threads 0] [--history] [--dask] [--json OUT]
+        [--hold-gib 0] [--torch-threads 0] [--history] [--fresh-policy] [--dask] [--json OUT]
 
 The in-loop rate is what the lake says of an iteration: completion tokens over the shards' wall
 seconds (`latency_s` of each group's first sample, summed: the `policy.sample` call of a shard,
@@ -19,6 +19,8 @@ thread a Dask worker has. The line printed says which slots the replay ran with.
 `--history` replaces the one untimed call by the calls the loop's worker made before: its warm-up
 (a few rows), then every earlier iteration's shards, so the timed calls find the engine those left
 (its slots, its cache width); the line printed says whether a timed call had to build a new engine.
+`--fresh-policy` times the calls on a policy loaded anew after the untimed ones (the loop's worker
+loads each iteration's checkpoint into a new policy object, with its own tokenizer, before its call).
 `--dask` runs the whole replay as one task on the GPU worker of a local Dask cluster started as the
 loop starts its own (a worker process with one thread, beside its nanny and event loop), so a gap
 that remains there is the worker's, and one that closes there is the rest of the loop's.
@@ -80,6 +82,7 @@ def replay(
     profile=None,
     hold_gib: float = 0.0,
     history: bool = False,
+    fresh_policy: bool = False,
 ) -> dict:
     """The in-loop figures and the replayed calls' figures for one iteration.
 
@@ -92,7 +95,8 @@ def replay(
     if len(versions) != 1:
         raise SystemExit(f"iteration {iteration} was sampled by {len(versions)} models; replay needs one")
     n = len(rows) // len(firsts)
-    policy = load_policy(str(checkpoint_of(home, versions.pop())), device="cuda")
+    checkpoint = str(checkpoint_of(home, versions.pop()))
+    policy = load_policy(checkpoint, device="cuda")
     params = SamplingParams(n=n, temperature=temperature, max_tokens=new_tokens)
     if history:  # untimed: the worker's warm-up, then the earlier iterations' calls
         policy.sample([shards[0][0][0]] * WARM_PROMPTS, params, list(range(WARM_PROMPTS)))
@@ -101,6 +105,8 @@ def replay(
                 policy.sample(chats, params, seeds)
     else:  # untimed: compiles and captures, as earlier iterations did
         policy.sample(shards[0][0], params, shards[0][1])
+    if fresh_policy:
+        policy = load_policy(checkpoint, device="cuda")
     engines = set(map(id, resident_engines()))
     tokens = seconds = 0.0
     for shard_chats, shard_seeds in shards:
@@ -118,6 +124,7 @@ def replay(
     return dict(
         card=torch.cuda.get_device_name(),
         history=history,
+        fresh_policy=fresh_policy,
         where=worker_name(),
         rebuilt=set(map(id, resident_engines())) != engines,
         hold_gib=hold_gib,
@@ -146,6 +153,7 @@ def main() -> None:
     parser.add_argument("--hold-gib", type=float, default=0.0, help="GPU memory kept taken, as the loop's flow holds")
     parser.add_argument("--torch-threads", type=int, default=0, help="torch CPU threads (the loop's worker has 1)")
     parser.add_argument("--history", action="store_true", help="first replay the worker's earlier calls, untimed")
+    parser.add_argument("--fresh-policy", action="store_true", help="time the calls on a policy loaded anew")
     parser.add_argument("--dask", action="store_true", help="replay in a local Dask cluster's GPU worker")
     parser.add_argument("--profile", type=int, default=0, help="print this many lines of a profile of the timed calls")
     parser.add_argument("--json", help="also write the result here")
@@ -160,10 +168,11 @@ def main() -> None:
         from aitp.rollouts.cluster import GPU, local_cluster
 
         with local_cluster(gpus=1) as cluster, Client(cluster) as client:
-            task = client.submit(replay, *how, None, args.hold_gib, args.history, resources={GPU: 1}, pure=False)
+            options = (args.hold_gib, args.history, args.fresh_policy)
+            task = client.submit(replay, *how, None, *options, resources={GPU: 1}, pure=False)
             result = task.result()
     else:
-        result = replay(*how, profile, args.hold_gib, args.history)
+        result = replay(*how, profile, args.hold_gib, args.history, args.fresh_policy)
     loop, again = result["in_loop"], result["replayed"]
     print(
         f"{result['card']}, iteration {result['iteration']}: {result['prompts']} prompts x {result['n']} in "
@@ -173,7 +182,8 @@ def main() -> None:
         f"replayed:    {again['tokens']:,.0f} tokens in {again['seconds']:.2f} s = {again['tps']:,.0f} tokens/s\n"
         f"in-loop / replayed: {100 * result['ratio']:.0f} % (replayed with {result['slots']} slots, "
         f"{result['hold_gib']:g} GiB held, {result['threads']} torch threads, {result['where']}; "
-        f"{'after the earlier calls' if result['history'] else 'after one call of the same shard'}, "
+        f"{'after the earlier calls' if result['history'] else 'after one call of the same shard'}"
+        f"{', on a policy loaded anew' if result['fresh_policy'] else ''}, "
         f"{'a timed call built a new engine' if result['rebuilt'] else 'no timed call built an engine'})"
     )
     if profile is not None:

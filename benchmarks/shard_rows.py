@@ -1,13 +1,14 @@
 """What a GPU rollout shard costs besides sampling: scoring, its lake rows, and committing them; one run.
 
-    .venv/bin/python benchmarks/shard_rows.py [--prompts 1024] [--n 16] [--wrong 3,99]
+    .venv/bin/python benchmarks/shard_rows.py [--prompts N] [--n 16] [--wrong 3,99]
 
 `aitp.rollouts.worker.rollout_shard` runs on the GPU worker after `policy.sample`, before the next
 shard can start. Here its policy is a stand-in that returns canned short completions (the shape of
 `configs/gpu.yaml`'s answers: a tagged answer, right with probability 0.4, else one of `--wrong` + 1
 wrong numbers), so the timing is the shard's scoring and row building alone. Baseline in the same run:
 the same groups scored one completion at a time (every sample judged, as before distinct texts were
-judged once). Then an iteration's rows (two such shards) are committed as the loop commits a chunk
+judged once). `--prompts` defaults to an iteration of the config (one shard on one GPU). Then the
+shard's rows are committed as the loop commits a chunk
 (`lake_rollout_rows`, the threshold filter, `write_partition`); baseline in the same run: the same rows
 with every row's prompt and config its own copy, so each is encoded to JSON again (as before shared
 objects were encoded once).
@@ -54,12 +55,12 @@ class CannedPolicy:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompts", type=int, default=1024, help="items in the shard (split over the config's tasks)")
+    parser.add_argument("--prompts", type=int, help="items in the shard, split over the tasks (default: an iteration)")
     parser.add_argument("--n", type=int, default=16, help="samples per item")
     parser.add_argument("--wrong", default="3,99", help="comma-separated: largest wrong number a sample may give")
     args = parser.parse_args()
     config = yaml.safe_load(CONFIG.read_text())
-    per_task = args.prompts // len(config["tasks"])
+    per_task = args.prompts // len(config["tasks"]) if args.prompts else config["rollouts"]["items_per_task"]
     items = []
     for task in config["tasks"]:
         items += generate_items(task["name"], per_task, 1, "train", task_config=task.get("config") or {})
@@ -95,7 +96,7 @@ def main() -> None:
             f"| {wrong} | {len(rows):,} | {distinct:.1f} | {shard:.2f} | {grouped:.2f} | {every:.2f} "
             f"| {every / grouped:.2f}x |"
         )
-    commit_table(rows + rows, threshold)
+    commit_table(rows, threshold)
 
 
 def commit_seconds(rows: list[dict], threshold: float, home: str, shard: str) -> float:
@@ -106,7 +107,7 @@ def commit_seconds(rows: list[dict], threshold: float, home: str, shard: str) ->
 
 
 def commit_table(rows: list[dict], threshold: float) -> None:
-    """Commit an iteration's rows (two shards) as they come, and with every row's objects copied."""
+    """Commit a shard's rows as they come, and with every row's objects copied."""
     copied = [{**row, "prompt": copy.deepcopy(row["prompt"]), "config": copy.deepcopy(row["config"])} for row in rows]
     with tempfile.TemporaryDirectory() as home:
         commit_seconds(rows, threshold, home, "warm-up")

@@ -11,13 +11,16 @@ judged once). `--prompts` defaults to an iteration of the config (one shard on o
 shard's rows are committed as the loop commits a chunk
 (`lake_rollout_rows`, the threshold filter, `write_partition`); baseline in the same run: the same rows
 with every row's prompt and config its own copy, so each is encoded to JSON again (as before shared
-objects were encoded once).
+objects were encoded once). Last, the rows' way back from a Dask worker process to the flow: fetched
+as the task's result in one object (`ShardRows`, as the loop now sends them) against the plain list
+(as before), each the least of three fetches in the same run, and each fetched copy committed.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import pickle
 import random
 import tempfile
 import time
@@ -97,6 +100,7 @@ def main() -> None:
             f"| {every / grouped:.2f}x |"
         )
     commit_table(rows, threshold)
+    fetch_table(rows, threshold)
 
 
 def commit_seconds(rows: list[dict], threshold: float, home: str, shard: str) -> float:
@@ -117,6 +121,44 @@ def commit_table(rows: list[dict], threshold: float) -> None:
             own = min(own, commit_seconds(copied, threshold, home, f"copied-{k}"))
     print("\n| rows committed | shared prompt objects s | every row its own copy s | ratio |\n|---:|---:|---:|---:|")
     print(f"| {len(rows):,} | {shared:.2f} | {own:.2f} | {own / shared:.2f}x |")
+
+
+def _rows_on_worker(blob: bytes, boxed: bool):
+    """The rows as a task's result on the worker: in one object, or the plain list."""
+    rows = pickle.loads(blob)
+    return worker.ShardRows(rows) if boxed else rows
+
+
+def fetch_table(rows: list[dict], threshold: float) -> None:
+    """Seconds to fetch the rows from a worker process, in one object and as a plain list; each copy committed."""
+    from distributed import Client, wait
+
+    from aitp.rollouts.cluster import local_cluster
+
+    blob = pickle.dumps(rows, protocol=5)
+    best = {True: float("inf"), False: float("inf")}
+    fetched = {}
+    with local_cluster(workers=1) as cluster, Client(cluster) as client:
+        for _ in range(3):
+            for boxed in (True, False):
+                future = client.submit(_rows_on_worker, blob, boxed, pure=False)
+                wait(future)
+                start = time.perf_counter()
+                result = future.result()
+                best[boxed] = min(best[boxed], time.perf_counter() - start)
+                fetched[boxed] = result.rows if boxed else result
+                del future
+    with tempfile.TemporaryDirectory() as home:
+        commit_seconds(rows, threshold, home, "warm-up")
+        commits = {boxed: commit_seconds(fetched[boxed], threshold, home, f"fetched-{boxed}") for boxed in best}
+    print(
+        "\n| rows fetched from a worker | one object s | plain list s | ratio | commit after: one object s "
+        "| plain list s |\n|---:|---:|---:|---:|---:|---:|"
+    )
+    print(
+        f"| {len(rows):,} | {best[True]:.2f} | {best[False]:.2f} | {best[False] / best[True]:.1f}x "
+        f"| {commits[True]:.2f} | {commits[False]:.2f} |"
+    )
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from aitp.policies.base import SamplingParams
 from aitp.policies.spec import PolicySpec
 from aitp.rollouts.cluster import GPU, dask_client, gpu_workers
 from aitp.rollouts.shards import cut_shards, default_shard_size
-from aitp.rollouts.worker import RolloutContext, rollout_shard, warm_decoder
+from aitp.rollouts.worker import RolloutContext, rollout_shard_task, warm_decoder
 
 Progress = Callable[[int, int], None]
 DEFAULT_RETRIES = 2
@@ -159,7 +159,7 @@ def _gather(dask, shards, policy, ctx, retries, resources, total, on_progress) -
     # One submit per shard under its own key: `map` tokenizes every item of every shard (~0.3 s per
     # 1,000 items), a cost that grows with the rollout and buys nothing with explicit keys.
     futures = [
-        dask.submit(rollout_shard, shard, spec=policy, ctx=ctx, key=key, retries=retries, resources=resources)
+        dask.submit(rollout_shard_task, shard, spec=policy, ctx=ctx, key=key, retries=retries, resources=resources)
         for shard, key in zip(shards, keys)
     ]
     index = {f.key: i for i, f in enumerate(futures)}
@@ -169,7 +169,7 @@ def _gather(dask, shards, policy, ctx, retries, resources, total, on_progress) -
         for future in as_completed(futures, loop=dask.loop):
             i = index[future.key]
             try:
-                results[i] = future.result()
+                results[i] = future.result().rows
             except KilledWorker as exc:
                 raise RolloutClusterError(
                     f"shard {i} ({len(shards[i])} items) took down every worker that ran it: give workers more "

@@ -90,6 +90,20 @@ def test_completions_do_not_depend_on_the_shard_cut(client, policy):
         assert a["token_logprobs"] == pytest.approx(b["token_logprobs"], abs=1e-4)
 
 
+def test_a_shard_crosses_from_a_worker_process_as_one_object(policy):
+    # Dask sends a plain list of dicts item by item: every row's prompt then arrived as its own copy
+    # (and the lake encoded each one), and an iteration's rows took seconds to fetch.
+    from distributed import Client
+
+    from aitp.rollouts.cluster import local_cluster
+
+    items = generate_items("basic_arithmetic", 3, seed=1)
+    with local_cluster(workers=1) as cluster, Client(cluster, set_as_default=False) as c:
+        rows = run_rollouts(items, policy, replace(PARAMS, n=3), c, seed=1)
+    assert len(rows) == 9
+    assert rows[0]["prompt"] is rows[1]["prompt"] is rows[2]["prompt"]  # a group's rows share one prompt object
+
+
 def test_no_items_no_cluster():
     assert run_rollouts([], "does-not-matter", replace(PARAMS, n=2), client=None) == []
 

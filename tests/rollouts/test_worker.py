@@ -64,3 +64,12 @@ def test_warming_loads_the_policy_and_samples_with_the_rollout_settings(tmp_path
 def test_no_warming_is_sent_for_a_cpu_policy(tmp_path):
     path = str(make_tiny_checkpoint(tmp_path / "ckpt"))
     assert warm_gpu_workers(object(), path, SamplingParams(), "cpu") == []  # the client is never asked
+
+
+def test_dask_weighs_a_shard_by_its_rows():
+    from dask.sizeof import sizeof
+
+    from aitp.rollouts.worker import ShardRows
+
+    rows = [{"completion": "x" * 100, "sample_index": i} for i in range(1000)]
+    assert sizeof(ShardRows(rows)) == sizeof(rows) > 100_000  # the worker's memory accounting sees the rows

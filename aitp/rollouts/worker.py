@@ -52,9 +52,9 @@ class ShardRows:
     """A shard's rows as the Dask task's result: one object, pickled whole on its way to the flow.
 
     Dask sends a plain list of dicts item by item: fetching the 32,768 rows of an iteration of the GPU
-    recipe took ~2.7 s on a 2-core machine, against ~0.2 s for the same rows in one object
-    (`benchmarks/shard_rows.py`). Pickled whole, the rows of a group also keep sharing one prompt object,
-    which the lake then encodes once.
+    recipe from a worker process took ~3.7 s on a 2-core machine, against ~0.26 s for the same rows in
+    one object (`benchmarks/shard_rows.py`). Pickled whole, the rows of a group also keep sharing one
+    prompt object, which the lake then encodes once.
     """
 
     rows: list[dict[str, Any]]

@@ -146,10 +146,10 @@ def fit(
         try:
             return _fit(examples, base, config, Path(out), meta)
         finally:
-            release_gpu_cache()
+            _release_gpu_cache()
 
 
-def release_gpu_cache() -> None:
+def _release_gpu_cache() -> None:
     """Hand the blocks a fit cached back to the driver.
 
     The loop trains in its own process while a rollout worker on the same GPU sizes its decoder's

@@ -150,6 +150,30 @@ def test_calls_whose_longest_prompt_moves_a_few_tokens_keep_the_engine(model):
     assert_same(fast(model, [[1, 2, 3, 4, 5]], params, [0]), got)
 
 
+def test_the_padding_pass_that_compiles_prefill_is_long_enough_runs_once_and_changes_no_completion(model, monkeypatch):
+    # On CPU nothing compiles, so the pass runs here with a fuse that records each piece's input.
+    monkeypatch.setattr(batching, "_PREFILL_COMPILED", set())
+    sampler, params, seeds = FastSampler(model), SamplingParams(n=2, temperature=1.0, max_tokens=20), [1, 2, 3, 4, 5]
+    shapes = []
+
+    def recording(piece):
+        def run(x, *rest):
+            shapes.append(tuple(x.shape[:2]))
+            return piece(x, *rest)
+
+        return run
+
+    with torch.inference_mode():
+        sampler.sample(PROMPTS, params, seeds, eos_ids=EOS, decode=decode, max_len=256)  # builds the engine
+        assert batching.compile_prefill(sampler.weights, sampler.engine, recording)
+        assert not batching.compile_prefill(sampler.weights, sampler.engine, recording)  # once per process
+        got = sampler.sample(PROMPTS, params, seeds, eos_ids=EOS, decode=decode, max_len=256)  # slot 0 was written
+    count, width = shapes[0]
+    assert count * width >= batching.FUSED_PREFILL_TOKENS  # the pass reaches the compiled pieces
+    assert count != width and min(count, width) > 1  # no dimension the compiler would specialise or merge
+    assert_same(fast(model, PROMPTS, params, seeds), got)
+
+
 def test_zero_max_tokens_gives_empty_completions(model):
     [[c]] = fast(model, [PROMPTS[0]], SamplingParams(max_tokens=0), [0])
     assert c.token_ids == [] and c.finish_reason == "length"
@@ -268,6 +292,26 @@ def test_capturing_the_steps_holds_no_more_memory_than_the_slots_were_sized_for(
     held = torch.cuda.memory_reserved() - before
     # Each bucket warms up before its capture; that memory must not stay held beside the graphs' pool.
     assert held <= slots * bytes_per_row(weights, positions, max_tokens) + (256 << 20)
+
+
+@pytest.mark.gpu
+@cuda
+def test_the_first_engine_compiles_prefill_so_a_long_prefill_later_compiles_nothing():
+    from torch._dynamo.utils import counters
+
+    gpu = tiny_llama("cuda", torch.bfloat16)
+    torch._dynamo.reset()  # what earlier tests compiled in this process is compiled again
+    batching._PREFILL_COMPILED.clear()
+    sampler, params = FastSampler(gpu), SamplingParams(temperature=1.0, max_tokens=60)
+    short = [[1 + i % 250] for i in range(500)]  # 500 prompt tokens: prefilled eagerly
+    long = [[1 + (i + j) % 250 for j in range(40)] for i in range(500)]  # 20,000: prefilled by the compiled pieces
+    wide = SamplingParams(temperature=1.0, max_tokens=100)  # an engine wide enough for the long prompts' call
+    with torch.inference_mode():
+        sampler.sample(short, wide, list(range(500)), eos_ids=EOS, decode=decode, max_len=256)
+        engine, graphs = sampler.engine, counters["stats"]["unique_graphs"]
+        got = sampler.sample(long, params, list(range(500)), eos_ids=EOS, decode=decode, max_len=256)
+    assert sampler.engine is engine and counters["stats"]["unique_graphs"] == graphs
+    assert all(c.completion_tokens > 0 for g in got for c in g)
 
 
 @pytest.mark.gpu

@@ -9,7 +9,9 @@ prompts tokenised and texts decoded included). The replay loads the checkpoint t
 rows (found under HOME by its `model_version` fingerprint), cuts the iteration's chats
 and seeds into the loop's GPU shards and times the same `policy.sample` call on each, in one plain
 process after one untimed call (the loop's worker had decoded an earlier iteration): the same model,
-prompts, seeds and sampling settings, so the two rates differ only by where the call runs.
+prompts, seeds and sampling settings, so the two rates differ only by where the call runs. Each
+call's timings follow, the loop's from the lake's `sampler_json` and the replay's from the policy
+(`CallStats`: slots, admissions, engine, admitting, waiting on the GPU, completions, tokenising).
 
 Two knobs put the replay in the loop worker's conditions one at a time: `--hold-gib` keeps GPU memory
 taken (the flow process trains and evaluates on the same card and keeps what it cached), so the
@@ -64,6 +66,7 @@ def in_loop(rows: list[dict]) -> dict:
 def iteration_calls(home: Path, experiment: str, iteration: int, seed: int) -> tuple[list[dict], list[dict], list]:
     """An iteration's lake rows, its groups' first rows, and its `policy.sample` calls as the loop cut them."""
     columns = ["item_id", "prompt", "sample_index", "completion_tokens", "prompt_tokens", "latency_s", "model_version"]
+    columns += ["sampler_json"]  # each shard's call: where its time went (null in lakes written before it was kept)
     rows = read_partition(home, "rollouts", experiment, iteration).select(columns).to_pylist()
     firsts = [r for r in rows if r["sample_index"] == 0]
     chats = [json.loads(r["prompt"]) if isinstance(r["prompt"], str) else r["prompt"] for r in firsts]
@@ -109,6 +112,7 @@ def replay(
         policy = load_policy(checkpoint, device="cuda")
     engines = set(map(id, resident_engines()))
     tokens = seconds = 0.0
+    calls = []
     for shard_chats, shard_seeds in shards:
         torch.cuda.synchronize()
         start = time.perf_counter()
@@ -119,6 +123,7 @@ def replay(
             profile.disable()
         seconds += time.perf_counter() - start
         tokens += sum(c.completion_tokens for g in groups for c in g)
+        calls.append(getattr(policy, "last_call", None))
     loop = in_loop(rows)
     del held
     return dict(
@@ -137,7 +142,9 @@ def replay(
         mean_prompt_tokens=sum(r["prompt_tokens"] for r in firsts) / len(firsts),
         mean_completion_tokens=loop["tokens"] / len(rows),
         in_loop=loop,
+        in_loop_calls=sorted({r["sampler_json"] for r in firsts if r["sampler_json"]}),
         replayed=dict(tokens=tokens, seconds=seconds, tps=tokens / seconds),
+        replayed_calls=[json.dumps(c, sort_keys=True) for c in calls if c],
         ratio=loop["tps"] / (tokens / seconds),
     )
 
@@ -186,6 +193,9 @@ def main() -> None:
         f"{', on a policy loaded anew' if result['fresh_policy'] else ''}, "
         f"{'a timed call built a new engine' if result['rebuilt'] else 'no timed call built an engine'})"
     )
+    for where, calls in (("in the loop", result["in_loop_calls"]), ("replayed", result["replayed_calls"])):
+        for call in calls:  # where each call's time went (the fast decoder's timings)
+            print(f"{where}: {call}")
     if profile is not None:
         pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile)
     if args.json:

@@ -75,6 +75,13 @@ SCHEMAS: dict[str, pa.Schema] = {
         col("group_kept", pa.bool_(), "whether the group went to training"),
         col("keep_reason", pa.string(), "why the group was kept or dropped"),
         col("keep_threshold", pa.float64(), "the filter threshold the keep decision was made with"),
+        col(
+            "sampler_json",
+            pa.string(),
+            "where the sampling call that made the row spent its time (fast decoder only): rows, slots, "
+            "admissions, engine_s, admit_s, wait_s, completions_s, tokenise_s, seconds; JSON",
+            json_text=True,
+        ),
     ),
     "evals": _table(
         col("eval_name", pa.string(), "which evaluation (e.g. heldout)"),

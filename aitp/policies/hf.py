@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,8 @@ class HFPolicy:
         self.pad_id = int(pad)
         self.max_len = getattr(model.config, "max_position_embeddings", None)
         self._rust_decodes: bool | None = None  # whether the Rust tokenizer's decode equals `_decode` (probed once)
+        # The fast decoder's timings of the latest call (`CallStats`, plus tokenising); None after an eager one.
+        self.last_call: dict[str, float | int] | None = None
 
     @classmethod
     def from_path(
@@ -181,7 +184,13 @@ class HFPolicy:
         self, prompts: list[Messages], params: SamplingParams, seeds: list[int] | None = None
     ) -> list[list[Completion]]:
         """Return `params.n` completions per prompt; `seeds[i]` alone decides prompt i's randomness."""
-        return self.sample_ids(self.prompts_ids(prompts), params, seeds)
+        start = time.perf_counter()
+        prompt_ids = self.prompts_ids(prompts)
+        tokenised = time.perf_counter() - start
+        groups = self.sample_ids(prompt_ids, params, seeds)
+        if self.last_call is not None:
+            self.last_call["tokenise_s"] = round(tokenised, 3)
+        return groups
 
     def sample_ids(
         self, prompt_ids: list[list[int]], params: SamplingParams, seeds: list[int] | None = None
@@ -197,8 +206,9 @@ class HFPolicy:
 
     def _sample(self, prompt_ids, params, seeds):
         decode = self._decode
+        self.last_call = None
         if self.device.type == "cuda" and supports(self.model):
-            return sample_resident(
+            groups, stats = sample_resident(
                 self.model,
                 self.max_rows,
                 prompt_ids,
@@ -209,6 +219,8 @@ class HFPolicy:
                 decode_batch=self._decode_batch,
                 max_len=self.max_len,
             )
+            self.last_call = stats.as_dict()
+            return groups
         prompt_len = max((len(p) for p in prompt_ids), default=0)
         return sample_tokens(
             _HFDecoder(self.model),

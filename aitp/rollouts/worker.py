@@ -167,7 +167,11 @@ def rollout_shard(item_dicts: list[dict[str, Any]], spec: PolicySpec, ctx: Rollo
     groups = policy.sample(prompts, ctx.params, seeds)
     latency = (time.perf_counter() - start) / max(1, len(items))
     count_tokens = load_token_counter(None)
-    where = {"worker": worker_name(), "model_version": str(getattr(policy, "version", ""))}
+    where = {
+        "worker": worker_name(),
+        "model_version": str(getattr(policy, "version", "")),
+        "sampler_json": getattr(policy, "last_call", None),  # one dict for the shard's rows: stored once
+    }
     rows: list[dict[str, Any]] = []
     for item, prompt, seed, group in zip(items, prompts, seeds, groups):
         lengths = [c.completion_tokens for c in group]

@@ -100,6 +100,15 @@ def test_json_columns_accept_objects(tmp_path):
     assert table["created_at"].null_count == 0
 
 
+def test_a_sampling_calls_timings_are_queried_with_sql(tmp_path):
+    call = {"rows": 4, "slots": 4, "admissions": 1, "wait_s": 0.25, "seconds": 0.5}
+    write_partition(tmp_path, "rollouts", "e", 0, rollout_rows(2, 2, sampler_json=call), shard="s0")
+    got = connect(tmp_path).execute(
+        "SELECT DISTINCT sampler_json->>'slots', CAST(sampler_json->>'wait_s' AS DOUBLE) FROM rollouts"
+    )
+    assert got.fetchall() == [("4", 0.25)]
+
+
 def test_an_object_shared_by_many_rows_is_encoded_once_and_each_row_keeps_its_text(monkeypatch):
     import aitp.lake.schemas as schemas
 

@@ -20,6 +20,7 @@ from aitp.policies.tiny.sampler import pick_tokens, sample_tokens
 transformers = pytest.importorskip("transformers")
 
 PROMPTS = [[1, 5, 7, 9], [3, 4], [10, 11, 12, 13, 14, 15, 16], [2], [40, 41, 42]]
+SAMPLED = SamplingParams(n=3, temperature=1.0, max_tokens=30)
 EOS = {0}
 
 
@@ -172,6 +173,17 @@ def test_the_padding_pass_that_compiles_prefill_is_long_enough_runs_once_and_cha
     assert count * width >= batching.FUSED_PREFILL_TOKENS  # the pass reaches the compiled pieces
     assert count != width and min(count, width) > 1  # no dimension the compiler would specialise or merge
     assert_same(fast(model, PROMPTS, params, seeds), got)
+
+
+def test_a_call_says_where_its_time_went(model):
+    sampler = FastSampler(model, max_slots=4)
+    with torch.inference_mode():
+        sampler.sample(PROMPTS, SAMPLED, [1, 2, 3, 4, 5], eos_ids=EOS, decode=decode, max_len=256)
+    stats = sampler.last_call
+    assert (stats.rows, stats.slots) == (15, 4) and stats.admissions >= 4  # 15 rows through 4 slots
+    parts = [stats.engine_s, stats.admit_s, stats.wait_s, stats.completions_s]
+    assert min(parts) >= 0 and 0 < sum(parts) <= stats.seconds
+    assert stats.as_dict()["rows"] == 15 and isinstance(stats.as_dict()["seconds"], float)
 
 
 def test_zero_max_tokens_gives_empty_completions(model):
@@ -331,7 +343,9 @@ def test_checkpoints_share_one_resident_decoder_without_touching_each_others_wei
 
     def resident(model):
         with torch.inference_mode():
-            return sample_resident(model, None, PROMPTS, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
+            out, stats = sample_resident(model, None, PROMPTS, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
+            assert stats.rows == 10
+            return out
 
     got_first, got_second, again_first = resident(first), resident(second), resident(first)
     assert len(_RESIDENT) == 1  # one decoder, one set of captured graphs, for both checkpoints

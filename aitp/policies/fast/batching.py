@@ -20,7 +20,9 @@ all run to their limit are checked about as rarely as with fixed blocks of `CHEC
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -59,6 +61,29 @@ _PREFILL_COMPILED: set[tuple[str, torch.dtype]] = set()  # (device, dtype) whose
 def cache_positions(needed: int, max_len: int) -> int:
     """The cache width to build for calls needing `needed` positions: rounded up, within the rotary table."""
     return min(max_len, -(-needed // POSITION_QUANTUM) * POSITION_QUANTUM)
+
+
+@dataclass
+class CallStats:
+    """Where one call's wall time went, timed on the host.
+
+    The GPU runs ahead of the host, so its decoding shows up where the host waits for it: reading the
+    rows' finished flags (`wait_s`). Kept beside the rows a call made, so that a slow call in the
+    loop can be told apart (an engine built, more admissions for fewer slots, a host stall) with SQL.
+    """
+
+    rows: int
+    slots: int = 0
+    admissions: int = 0
+    engine_s: float = 0.0  # building the engine, compiling and capturing its steps
+    admit_s: float = 0.0  # prefill passes and first tokens of the rows admitted into free slots
+    wait_s: float = 0.0  # reading the finished flags: mostly waiting for the GPU (stop strings: replays too)
+    completions_s: float = 0.0  # building finished rows' completions, texts decoded
+    seconds: float = 0.0  # the whole call
+
+    def as_dict(self) -> dict[str, float | int]:
+        """The fields, seconds rounded to the millisecond."""
+        return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
 def compile_prefill(weights: LlamaWeights, engine: Engine, fuse=None) -> bool:
@@ -100,6 +125,7 @@ class FastSampler:
         self.graphs, self.fuse = graphs, fuse
         self.max_slots = max_slots
         self.engine: Engine | None = None
+        self.last_call: CallStats | None = None  # the latest call's timings
 
     def slots_for(self, rows: int, positions: int, max_tokens: int, top_p: float) -> int:
         """Slots to hold: every row if memory allows, else as many as free GPU memory holds."""
@@ -153,6 +179,8 @@ class FastSampler:
         # building completions); nothing made here forms cycles, so collect once at the end instead.
         collecting = gc.isenabled()
         gc.disable()
+        start = time.perf_counter()
+        stats = self.last_call = CallStats(rows=len(prompt_ids) * n)
         try:
             if not prompt_ids or steps <= 0:
                 return [[_completion(_Row(limit=0), len(p), decode) for _ in range(n)] for p in prompt_ids]
@@ -160,11 +188,13 @@ class FastSampler:
             self.weights.refresh()
             engine = self._engine(len(prompt_ids) * n, positions, steps, params.top_p, eos_ids)
             engine.capture_all(params.temperature, params.top_p)
+            stats.slots, stats.engine_s = engine.slots, time.perf_counter() - start
             uniforms = draw_uniforms(seeds, n, steps)
             batch = _Batch(engine, self.weights, prompt_ids, params, uniforms, limits, eos_ids, decode, decode_batch)
-            batch.run()
+            batch.run(stats)
             return [batch.out[i * n : (i + 1) * n] for i in range(len(prompt_ids))]
         finally:
+            stats.seconds = time.perf_counter() - start
             if collecting:
                 gc.enable()
 
@@ -192,9 +222,9 @@ class _Batch:
         stops = params.stop
         self.tail = 4 * max(map(len, stops)) + 8 if stops else 0
 
-    def run(self) -> None:
+    def run(self, stats: CallStats) -> None:
         eng, refill_at = self.engine, max(1, self.engine.slots // 16)
-        self._admit()
+        self._admit_timed(stats)
         pending, block = None, MIN_BLOCK
         while self.live:
             top = int(np.flatnonzero(self.row_of >= 0)[-1]) + 1
@@ -205,17 +235,30 @@ class _Batch:
             eng.run(b, steps, self.params.temperature, self.params.top_p)
             self.gen[:b][live] += steps
             if pending is not None:  # the last check's rows: built while the GPU decodes this block
-                self._keep(completions(pending, self.prompt_lens, self.decode_batch))
+                self._keep_timed(pending, stats)
+            checked = time.perf_counter()
             pending = self._check_stops(b) if self.tail else self._check(b)
+            stats.wait_s += time.perf_counter() - checked
             # Rows are ending: check again soon. None ended: they are long, so check half as often.
             block = block_steps(b) if pending is not None else min(CHECK_EVERY, 2 * block)
             free, waiting = eng.slots - self.live, self.total - self.next_row
             if waiting and (free >= refill_at or not self.live or free >= waiting):
-                self._admit()
+                self._admit_timed(stats)
             elif not waiting:
                 self._pack()
         if pending is not None:
-            self._keep(completions(pending, self.prompt_lens, self.decode_batch))
+            self._keep_timed(pending, stats)
+
+    def _admit_timed(self, stats: CallStats) -> None:
+        start = time.perf_counter()
+        self._admit()
+        stats.admissions += 1
+        stats.admit_s += time.perf_counter() - start
+
+    def _keep_timed(self, pending: Ended, stats: CallStats) -> None:
+        start = time.perf_counter()
+        self._keep(completions(pending, self.prompt_lens, self.decode_batch))
+        stats.completions_s += time.perf_counter() - start
 
     def _keep(self, done: list[tuple[int, Completion]]) -> None:
         for r, c in done:

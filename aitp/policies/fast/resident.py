@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from aitp.policies.fast.batching import FastSampler
+from aitp.policies.fast.batching import CallStats, FastSampler
 from aitp.policies.fast.engine import Engine
 
 _RESIDENT: dict[tuple, tuple[FastSampler, torch.nn.Module]] = {}
@@ -37,8 +37,8 @@ def architecture(model: torch.nn.Module) -> tuple:
     return params, heads, numerics, str(next(model.parameters()).device)
 
 
-def sample_resident(model: torch.nn.Module, max_slots: int | None, *args: Any, **kwargs: Any) -> Any:
-    """`FastSampler.sample(*args, **kwargs)` with `model`'s current weights, on the process's decoder."""
+def sample_resident(model: torch.nn.Module, max_slots: int | None, *args: Any, **kwargs: Any) -> tuple[Any, CallStats]:
+    """`FastSampler.sample(*args, **kwargs)` with `model`'s current weights, on the process's decoder; its timings."""
     key = (architecture(model), max_slots)
     with _LOCK:
         if key not in _RESIDENT:
@@ -49,7 +49,7 @@ def sample_resident(model: torch.nn.Module, max_slots: int | None, *args: Any, *
             mine = dict(private.named_parameters())
             for name, p in model.named_parameters():
                 mine[name].copy_(p)
-        return sampler.sample(*args, **kwargs)
+        return sampler.sample(*args, **kwargs), sampler.last_call
 
 
 def resident_engines() -> list[Engine]:

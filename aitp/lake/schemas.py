@@ -78,8 +78,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         col(
             "sampler_json",
             pa.string(),
-            "where the sampling call that made the row spent its time (fast decoder only): rows, slots, "
-            "admissions, engine_s, admit_s, wait_s, completions_s, tokenise_s, seconds; JSON",
+            "the sampling call that made the row: rows, seconds, tokenise_s; the fast decoder adds slots, "
+            "admissions, engine_s, admit_s, wait_s, completions_s (where the time went); null: not kept; JSON",
             json_text=True,
         ),
     ),

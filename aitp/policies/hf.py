@@ -120,7 +120,8 @@ class HFPolicy:
         self.pad_id = int(pad)
         self.max_len = getattr(model.config, "max_position_embeddings", None)
         self._rust_decodes: bool | None = None  # whether the Rust tokenizer's decode equals `_decode` (probed once)
-        # The fast decoder's timings of the latest call (`CallStats`, plus tokenising); None after an eager one.
+        # The latest call's timings: the fast decoder's phases (`CallStats`), or the eager loop's rows and seconds;
+        # and tokenising, when the call began from chats.
         self.last_call: dict[str, float | int] | None = None
 
     @classmethod
@@ -222,7 +223,8 @@ class HFPolicy:
             self.last_call = stats.as_dict()
             return groups
         prompt_len = max((len(p) for p in prompt_ids), default=0)
-        return sample_tokens(
+        start = time.perf_counter()
+        groups = sample_tokens(
             _HFDecoder(self.model),
             prompt_ids,
             params,
@@ -234,6 +236,8 @@ class HFPolicy:
             max_rows=self.max_rows or self.eager_rows(prompt_len, prompt_len + params.max_tokens),
             device=self.device,
         )
+        self.last_call = {"rows": sum(map(len, groups)), "seconds": round(time.perf_counter() - start, 3)}
+        return groups
 
     def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)

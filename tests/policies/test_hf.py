@@ -116,6 +116,26 @@ def test_batch_invariance_and_logprobs_against_a_forward_pass(small_llama_dir):
             assert torch.allclose(torch.tensor(c.logprobs), expected, atol=1e-4)
 
 
+def test_a_call_keeps_its_rows_and_seconds(small_llama_dir):
+    policy = load_policy(str(small_llama_dir), device="cpu")
+    assert policy.last_call is None
+    policy.sample([[{"role": "user", "content": "Hi"}]] * 3, SamplingParams(n=2, max_tokens=4), seeds=[1, 2, 3])
+    call = policy.last_call
+    assert call["rows"] == 6 and call["seconds"] > 0 and call["tokenise_s"] >= 0
+    policy.sample_ids([[1, 2, 3]], SamplingParams(max_tokens=4), seeds=[1])  # tokenised by the caller: no tokenise_s
+    assert policy.last_call["rows"] == 1 and "tokenise_s" not in policy.last_call
+
+
+def test_a_shards_rows_keep_its_sampling_call(small_llama_dir):
+    from aitp.rollouts.worker import RolloutContext, rollout_shard
+
+    items = [item.to_dict() for item in generate_items("basic_arithmetic", 3, seed=0)]
+    ctx = RolloutContext("e", 1, 0, SamplingParams(n=2, max_tokens=4), max_token_length=4, device="cpu")
+    rows = rollout_shard(items, str(small_llama_dir), ctx)
+    assert len({id(r["sampler_json"]) for r in rows}) == 1  # one object for the shard: the lake encodes it once
+    assert rows[0]["sampler_json"]["rows"] == 6 and rows[0]["sampler_json"]["seconds"] > 0
+
+
 def test_stop_strings_cut_hf_text(small_llama_dir):
     policy = load_policy(f"hf:{small_llama_dir}", device="cpu")
     messages = [{"role": "user", "content": "Count."}]

@@ -186,6 +186,35 @@ def test_a_call_says_where_its_time_went(model):
     assert stats.as_dict()["rows"] == 15 and isinstance(stats.as_dict()["seconds"], float)
 
 
+@pytest.mark.slow
+def test_after_the_padding_pass_prefills_of_other_shapes_compile_nothing(monkeypatch):
+    # torch.compile on the CPU stands in for CUDA: the guards that decide a recompile are the same. A head
+    # size of 64, as SmolLM2's: a padding pass 64 wide would share its symbol and compile again (24 s here).
+    from torch._dynamo.utils import counters
+
+    from aitp.policies.fast.engine import compiled
+    from aitp.policies.fast.llama import prefill
+
+    config = transformers.LlamaConfig(
+        vocab_size=300, hidden_size=128, intermediate_size=256, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, max_position_embeddings=256,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    weights = LlamaWeights(transformers.LlamaForCausalLM(config).eval())
+    engine = Engine(weights, 16, 128, 8, EOS, graphs=False)
+    monkeypatch.setattr(batching, "_PREFILL_COMPILED", set())
+    torch._dynamo.reset()
+    with torch.inference_mode():
+        assert batching.compile_prefill(weights, engine, compiled)
+        graphs = counters["stats"]["unique_graphs"]
+        for count, width in ((300, 40), (200, 70)):  # what rollout calls prefill: other counts, other widths
+            ids = torch.randint(1, 300, (count, width))
+            lengths = torch.randint(1, width + 1, (count,))
+            prefill(weights, engine.cache, ids, lengths, torch.arange(16), torch.arange(16), compiled)
+    assert graphs > 0 and counters["stats"]["unique_graphs"] == graphs
+    torch._dynamo.reset()
+
+
 def test_zero_max_tokens_gives_empty_completions(model):
     [[c]] = fast(model, [PROMPTS[0]], SamplingParams(max_tokens=0), [0])
     assert c.token_ids == [] and c.finish_reason == "length"
@@ -322,6 +351,7 @@ def test_the_first_engine_compiles_prefill_so_a_long_prefill_later_compiles_noth
         sampler.sample(short, wide, list(range(500)), eos_ids=EOS, decode=decode, max_len=256)
         engine, graphs = sampler.engine, counters["stats"]["unique_graphs"]
         got = sampler.sample(long, params, list(range(500)), eos_ids=EOS, decode=decode, max_len=256)
+    assert graphs > 0  # the first call compiled (the counter counts)
     assert sampler.engine is engine and counters["stats"]["unique_graphs"] == graphs
     assert all(c.completion_tokens > 0 for g in got for c in g)
 

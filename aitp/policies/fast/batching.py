@@ -86,7 +86,7 @@ class CallStats:
         return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
-def compile_prefill(weights: LlamaWeights, engine: Engine, fuse=None) -> bool:
+def compile_prefill(weights: LlamaWeights, engine: Engine, fuse: Callable | None = None) -> bool:
     """Compile the prefill pieces now, once per process and dtype, by a padding pass into a new engine's slot 0.
 
     A process's first prefill pass of `FUSED_PREFILL_TOKENS` prompt tokens or more compiles its pieces

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -80,6 +81,15 @@ class CallStats:
     wait_s: float = 0.0  # reading the finished flags: mostly waiting for the GPU (stop strings: replays too)
     completions_s: float = 0.0  # building finished rows' completions, texts decoded
     seconds: float = 0.0  # the whole call
+
+    @contextmanager
+    def timing(self, phase: str) -> Iterator[None]:
+        """Add the wall time of the block to the seconds field `phase`."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            setattr(self, phase, getattr(self, phase) + time.perf_counter() - start)
 
     def as_dict(self) -> dict[str, float | int]:
         """The fields, seconds rounded to the millisecond."""
@@ -236,9 +246,8 @@ class _Batch:
             self.gen[:b][live] += steps
             if pending is not None:  # the last check's rows: built while the GPU decodes this block
                 self._keep_timed(pending, stats)
-            checked = time.perf_counter()
-            pending = self._check_stops(b) if self.tail else self._check(b)
-            stats.wait_s += time.perf_counter() - checked
+            with stats.timing("wait_s"):
+                pending = self._check_stops(b) if self.tail else self._check(b)
             # Rows are ending: check again soon. None ended: they are long, so check half as often.
             block = block_steps(b) if pending is not None else min(CHECK_EVERY, 2 * block)
             free, waiting = eng.slots - self.live, self.total - self.next_row
@@ -250,15 +259,13 @@ class _Batch:
             self._keep_timed(pending, stats)
 
     def _admit_timed(self, stats: CallStats) -> None:
-        start = time.perf_counter()
-        self._admit()
+        with stats.timing("admit_s"):
+            self._admit()
         stats.admissions += 1
-        stats.admit_s += time.perf_counter() - start
 
     def _keep_timed(self, pending: Ended, stats: CallStats) -> None:
-        start = time.perf_counter()
-        self._keep(completions(pending, self.prompt_lens, self.decode_batch))
-        stats.completions_s += time.perf_counter() - start
+        with stats.timing("completions_s"):
+            self._keep(completions(pending, self.prompt_lens, self.decode_batch))
 
     def _keep(self, done: list[tuple[int, Completion]]) -> None:
         for r, c in done:

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from aitp.errors import AitpError
 from aitp.fingerprint import fingerprint
+from aitp.policies import gguf_cache
 from aitp.policies.base import Completion, Messages, SamplingParams
 from aitp.policies.fast import supports
 from aitp.policies.fast.resident import sample_resident
@@ -44,6 +45,20 @@ def _import_transformers():
     except ImportError as exc:
         raise HFLoadError("Hugging Face policies need transformers: pip install 'aitp[hf]'") from exc
     return transformers
+
+
+def _gguf_as_directory(transformers: Any, gguf: Path, content_id: str) -> Path | None:
+    """The converted copy of a GGUF file (written now if missing; see `gguf_cache`), or None if none can be."""
+
+    def load_float32() -> tuple[Any, Any] | None:
+        where = {"local_files_only": True, "gguf_file": gguf.name}
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(gguf.parent), dtype=torch.float32, **where)
+        _drop_dequantized_gguf_quantizer(model)
+        if getattr(model, "hf_quantizer", None) is not None:  # weights left in GGUF blocks: nothing to save
+            return None
+        return model, transformers.AutoTokenizer.from_pretrained(str(gguf.parent), **where)
+
+    return gguf_cache.convert(gguf, content_id, load_float32)
 
 
 def _drop_dequantized_gguf_quantizer(model) -> None:
@@ -128,7 +143,7 @@ class HFPolicy:
     def from_path(
         cls, path: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None
     ) -> HFPolicy:
-        """Load a `save_pretrained` directory, or a `.gguf` file (de-quantised to `dtype`), offline."""
+        """Load a `save_pretrained` directory, or a `.gguf` file (through its converted copy: `gguf_cache`), offline."""
         transformers = _import_transformers()
         path = Path(path)
         if not path.exists():
@@ -138,15 +153,17 @@ class HFPolicy:
             dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
         elif isinstance(dtype, str):
             dtype = getattr(torch, dtype)
+        if path.is_file() and path.suffix != ".gguf":
+            raise HFLoadError(f"{path} is a file but not a .gguf: pass a model directory or a .gguf file")
+        version = fingerprint(path)
         where: dict[str, Any] = {"local_files_only": True}
-        if path.is_file():
-            if path.suffix != ".gguf":
-                raise HFLoadError(f"{path} is a file but not a .gguf: pass a model directory or a .gguf file")
-            where["gguf_file"] = path.name
-            source = str(path.parent)
-        else:
-            source = str(path)
         try:
+            # A GGUF is read through its converted copy; as it is only where no copy could be written.
+            model_dir = _gguf_as_directory(transformers, path, version) if path.is_file() else path
+            if model_dir is None:
+                source, where["gguf_file"] = str(path.parent), path.name
+            else:
+                source = str(model_dir)
             tokenizer = transformers.AutoTokenizer.from_pretrained(source, **where)
             model = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **where)
         except (OSError, ValueError, KeyError) as exc:
@@ -158,7 +175,7 @@ class HFPolicy:
         if "gguf_file" in where:
             _drop_dequantized_gguf_quantizer(model)
         model.to(device).eval()
-        return cls(model, tokenizer, name=path.name, version=fingerprint(path))
+        return cls(model, tokenizer, name=path.name, version=version)
 
     @property
     def device(self) -> torch.device:

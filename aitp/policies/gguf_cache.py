@@ -1,0 +1,68 @@
+"""A GGUF model converted once into a `save_pretrained` directory, kept in the user's cache.
+
+transformers reads a GGUF file with gguf's Python reader and de-quantises every tensor on each
+load: SmolLM2-135M took 33 s on two cores, against 0.3 s for the same weights as safetensors. The
+loop loads its base model several times in iteration 0 (each GPU worker, the training process and
+the ZeRO consolidation after it), so the first load writes a float32 copy (exact for any GGUF
+type, and every dtype is cast from it as from the GGUF) and each later one reads that copy.
+
+The copy is keyed by the file's content id (`aitp.fingerprint`), written into a private staging
+directory and renamed into place, so a reader never sees half a copy and processes converting at
+the same time leave one. A cache that cannot be written costs only the speed-up.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CACHE_SUBDIR = ("aitp", "gguf")
+
+
+def cache_root() -> Path:
+    """Where converted copies live: `$XDG_CACHE_HOME/aitp/gguf`, else `~/.cache/aitp/gguf`."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).joinpath(*CACHE_SUBDIR)
+
+
+def cached_copy(gguf: Path, content_id: str) -> Path:
+    """The directory that holds (or will hold) `gguf`'s converted copy."""
+    return cache_root() / f"{gguf.stem}-{content_id}"
+
+
+def is_complete(copy: Path) -> bool:
+    """Whether a converted copy has what loading needs (it is renamed into place only once written)."""
+    return (copy / "config.json").is_file() and any(copy.glob("*.safetensors"))
+
+
+def convert(gguf: Path, content_id: str, load_gguf: Callable[[], tuple[Any, Any] | None]) -> Path | None:
+    """The copy of `gguf`, written from `load_gguf()` (float32 model, tokenizer) if missing; None if it cannot be."""
+    copy = cached_copy(gguf, content_id)
+    if is_complete(copy):
+        return copy
+    try:
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{copy.name}.", dir=copy.parent))
+    except OSError:
+        return None
+    try:
+        loaded = load_gguf()
+        if loaded is None:
+            return None
+        model, tokenizer = loaded
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        try:
+            staging.rename(copy)
+        except OSError:  # another process put its copy there first: keep that one
+            if not is_complete(copy):
+                return None
+        return copy
+    except OSError:
+        return None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -71,6 +71,8 @@ class TrainResult:
     losses: list[float] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict)
+    """Where `seconds` went: loading the base and encoding (`load_s`), `fit_s`, writing the checkpoint (`save_s`)."""
 
     @property
     def first_loss(self) -> float:
@@ -206,6 +208,7 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
         generator=torch.Generator().manual_seed(config.seed),
     )
     ckpt_path, done = _resume_point(base, config, plan)
+    loaded = time.perf_counter()
     tokens = _TokenCounter()
     _quiet_lightning()
     trainer = pl.Trainer(
@@ -226,6 +229,7 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
     )
     module.train()  # loaded policies are in eval mode; Lightning keeps a module's mode as it finds it
     trainer.fit(module, train_dataloaders=loader, ckpt_path=ckpt_path)
+    fitted = time.perf_counter()
     result = TrainResult(
         checkpoint=str(out),
         base=_spec_of(base),
@@ -240,6 +244,7 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
         losses=module.loss_history(config.grad_accum),
         config=config.model_dump(mode="json"),
         meta=meta or {},
+        phases={"load_s": round(loaded - start, 3), "fit_s": round(fitted - loaded, 3)},
     )
     _save(trainer, module, trainable, plan, out, result, examples, start)
     return result
@@ -305,6 +310,7 @@ def _save(trainer, module, trainable, plan: StrategyPlan, out: Path, result: Tra
         if zero_tmp is not None:
             zero_tmp.rename(staging / ZERO_DIR)
         result.seconds = round(time.perf_counter() - start, 3)
+        result.phases["save_s"] = round(result.seconds - sum(result.phases.values()), 3)
         write_record(staging, result.to_dict(), [_lineage(ex) for ex in examples])
         publish_dir(staging, out)
     except BaseException:

@@ -228,26 +228,43 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
         default_root_dir=str(out.parent),
     )
     module.train()  # loaded policies are in eval mode; Lightning keeps a module's mode as it finds it
-    trainer.fit(module, train_dataloaders=loader, ckpt_path=ckpt_path)
-    fitted = time.perf_counter()
-    result = TrainResult(
-        checkpoint=str(out),
-        base=_spec_of(base),
-        objective=config.objective,
-        examples=len(examples),
-        steps=trainer.global_step,
-        tokens=tokens.total * plan.devices,
-        seconds=0.0,
-        strategy=plan.describe(),
-        device=detect_hardware().name,
-        world_size=trainer.world_size,
-        losses=module.loss_history(config.grad_accum),
-        config=config.model_dump(mode="json"),
-        meta=meta or {},
-        phases={"load_s": round(loaded - start, 3), "fit_s": round(fitted - loaded, 3)},
-    )
-    _save(trainer, module, trainable, plan, out, result, examples, start)
+    try:
+        trainer.fit(module, train_dataloaders=loader, ckpt_path=ckpt_path)
+        fitted = time.perf_counter()
+        result = TrainResult(
+            checkpoint=str(out),
+            base=_spec_of(base),
+            objective=config.objective,
+            examples=len(examples),
+            steps=trainer.global_step,
+            tokens=tokens.total * plan.devices,
+            seconds=0.0,
+            strategy=plan.describe(),
+            device=detect_hardware().name,
+            world_size=trainer.world_size,
+            losses=module.loss_history(config.grad_accum),
+            config=config.model_dump(mode="json"),
+            meta=meta or {},
+            phases={"load_s": round(loaded - start, 3), "fit_s": round(fitted - loaded, 3)},
+        )
+        _save(trainer, module, trainable, plan, out, result, examples, start)
+    finally:
+        if plan.deepspeed:
+            _destroy_engine(trainer)
     return result
+
+
+def _destroy_engine(trainer) -> None:
+    """Take the ZeRO optimizer's gradient hooks off the parameters, which Lightning leaves on them.
+
+    The hooks sit on autograd nodes, which Python's collector cannot see into, so the optimizer they
+    close over (the fp32 master weights and Adam's moments) outlived every fit: the loop's process,
+    which trains in-process on one GPU, kept ~1.8 GiB more of the card after each SmolLM2 iteration
+    on one H100, until a long run would leave the rollout worker no room.
+    """
+    engine = trainer.strategy.model  # the DeepSpeed engine, once the strategy has set it up
+    if engine is not None and hasattr(engine, "destroy"):
+        engine.destroy()
 
 
 def _quiet_lightning() -> None:

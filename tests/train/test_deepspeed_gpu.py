@@ -92,6 +92,25 @@ def check_zero2_bf16_trains_consolidates_reloads_and_samples(tmp: Path) -> dict:
     }
 
 
+def check_fits_in_one_process_leave_no_optimizer_state_on_the_card(tmp: Path) -> dict:
+    """The loop trains in its own process every iteration: what a ZeRO-2 fit leaves allocated must not grow."""
+    torch.manual_seed(0)
+    model = TinyTransformer(BIG)
+    params = model.num_params()
+    base = save_checkpoint(tmp / "base", model)
+    del model
+    config = TrainConfig(steps=3, batch_size=8, lr=3e-4, max_len=64, zero_stage=2, precision="bf16-mixed", devices=1)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    left = []
+    for i in range(2):
+        fit(reversal_examples(32), base if i == 0 else tmp / f"ckpt{i - 1}", config, tmp / f"ckpt{i}")
+        left.append(torch.cuda.memory_allocated() - before)
+    state = 14 * params  # bf16 weights, fp32 master copies, Adam's two moments: what a leaked optimizer holds
+    assert max(left) < 0.1 * state, (left, state)
+    return {"params": params, "left_after_each_fit_mib": [round(b / 2**20, 1) for b in left]}
+
+
 if pytest is not None:
 
     @pytest.mark.gpu
@@ -100,6 +119,12 @@ if pytest is not None:
         pytest.importorskip("deepspeed")
         print(check_zero2_bf16_trains_consolidates_reloads_and_samples(tmp_path))
 
+    @pytest.mark.gpu
+    @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+    def test_fits_in_one_process_leave_no_optimizer_state_on_the_card(tmp_path):
+        pytest.importorskip("deepspeed")
+        print(check_fits_in_one_process_leave_no_optimizer_state_on_the_card(tmp_path))
+
 
 if __name__ == "__main__":
     if not torch.cuda.is_available():
@@ -107,3 +132,6 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         print(check_zero2_bf16_trains_consolidates_reloads_and_samples(Path(tmp)))
         print("PASSED test_zero2_bf16_trains_consolidates_reloads_and_samples")
+    with tempfile.TemporaryDirectory() as tmp:
+        print(check_fits_in_one_process_leave_no_optimizer_state_on_the_card(Path(tmp)))
+        print("PASSED test_fits_in_one_process_leave_no_optimizer_state_on_the_card")

@@ -16,11 +16,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 CACHE_SUBDIR = ("aitp", "gguf")
+STALE_STAGING_S = 3600  # a staging directory this old was left by a process that died converting (a minute's work)
 
 
 def cache_root() -> Path:
@@ -46,6 +48,7 @@ def convert(gguf: Path, content_id: str, load_gguf: Callable[[], tuple[Any, Any]
         return copy
     try:
         copy.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_staging(copy)
         staging = Path(tempfile.mkdtemp(prefix=f".{copy.name}.", dir=copy.parent))
     except OSError:
         return None
@@ -66,3 +69,14 @@ def convert(gguf: Path, content_id: str, load_gguf: Callable[[], tuple[Any, Any]
         return None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove_stale_staging(copy: Path) -> None:
+    """Delete what killed conversions of this copy left behind (each up to the model's size in float32)."""
+    now = time.time()
+    for old in copy.parent.glob(f".{copy.name}.*"):
+        try:
+            if now - old.stat().st_mtime > STALE_STAGING_S:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            continue

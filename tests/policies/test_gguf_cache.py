@@ -1,5 +1,7 @@
 """The GGUF conversion cache: one complete copy per file content, written atomically, never required."""
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,15 @@ def test_an_unwritable_cache_costs_only_the_speed_up(tmp_path, monkeypatch):
 def test_a_model_left_in_gguf_blocks_is_not_copied(cache, tmp_path):
     assert gguf_cache.convert(tmp_path / "m.gguf", "abc", lambda: None) is None
     assert list(cache.iterdir()) == []
+
+
+def test_what_a_killed_conversion_left_is_removed_once_stale_and_a_live_one_is_not(cache, tmp_path):
+    cache.mkdir(parents=True)
+    stale, live = cache / ".m-abc.dead", cache / ".m-abc.busy"
+    for d in (stale, live):
+        d.mkdir()
+        (d / "model.safetensors").write_text("half")
+    old = time.time() - 2 * gguf_cache.STALE_STAGING_S
+    os.utime(stale, (old, old))
+    copy = gguf_cache.convert(tmp_path / "m.gguf", "abc", lambda: (_Saved(MODEL), _Saved(TOKENIZER)))
+    assert sorted(p.name for p in cache.iterdir()) == [".m-abc.busy", "m-abc"] and gguf_cache.is_complete(copy)

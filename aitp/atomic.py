@@ -88,8 +88,11 @@ def staging_dir(final: str | Path, label: str = "tmp") -> Path:
     return _sibling(final, label)
 
 
-def publish_dir(staging: str | Path, final: str | Path) -> Path:
-    """Rename a complete staging directory to `final`, replacing what was there (the old one is removed after)."""
+def publish_dir(staging: str | Path, final: str | Path, replace: bool = True) -> Path:
+    """Rename a complete staging directory to `final`, replacing what was there (the old one is removed after).
+
+    With `replace=False` a `final` already there is kept: FileExistsError, and `staging` is left to the caller.
+    """
     staging, final = Path(staging), Path(final)
     for root, _dirs, files in os.walk(staging):
         for name in files:
@@ -98,6 +101,13 @@ def publish_dir(staging: str | Path, final: str | Path) -> Path:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+    if not replace:
+        try:
+            staging.rename(final)  # fails onto a directory with anything in it
+        except OSError as exc:
+            raise FileExistsError(f"{final} is already there") from exc
+        _fsync_dir(final.parent)
+        return final
     old = None
     if final.exists():
         old = _sibling(final, "old")

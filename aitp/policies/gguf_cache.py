@@ -6,20 +6,21 @@ loop loads its base model several times in iteration 0 (each GPU worker, the tra
 the ZeRO consolidation after it), so the first load writes a float32 copy (exact for any GGUF
 type, and every dtype is cast from it as from the GGUF) and each later one reads that copy.
 
-The copy is keyed by the file's content id (`aitp.fingerprint`), written into a private staging
-directory and renamed into place, so a reader never sees half a copy and processes converting at
-the same time leave one. A cache that cannot be written costs only the speed-up.
+The copy is keyed by the file's content id (`aitp.fingerprint`) and published whole (`aitp.atomic`),
+so a reader never sees half a copy; of processes converting at the same time, the first to finish
+puts its copy in place and the others keep it. A cache that cannot be written costs only the speed-up.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from aitp.atomic import publish_dir, staging_dir
 
 CACHE_SUBDIR = ("aitp", "gguf")
 STALE_STAGING_S = 3600  # a staging directory this old was left by a process that died converting (a minute's work)
@@ -47,9 +48,9 @@ def convert(gguf: Path, content_id: str, load_gguf: Callable[[], tuple[Any, Any]
     if is_complete(copy):
         return copy
     try:
-        copy.parent.mkdir(parents=True, exist_ok=True)
+        staging = staging_dir(copy, "convert")
         _remove_stale_staging(copy)
-        staging = Path(tempfile.mkdtemp(prefix=f".{copy.name}.", dir=copy.parent))
+        staging.mkdir()
     except OSError:
         return None
     try:
@@ -60,8 +61,8 @@ def convert(gguf: Path, content_id: str, load_gguf: Callable[[], tuple[Any, Any]
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         try:
-            staging.rename(copy)
-        except OSError:  # another process put its copy there first: keep that one
+            publish_dir(staging, copy, replace=False)
+        except FileExistsError:  # another process put its copy there first: keep that one
             if not is_complete(copy):
                 return None
         return copy

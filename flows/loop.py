@@ -56,7 +56,9 @@ def iteration_flow(
     # The tags belong to the flow run. Task runs would inherit them, and Prefect asks the server for
     # tag concurrency slots at every task run start (~1 s each on the embedded server).
     with TagsContext(current_tags=set()):
-        if not run.environment.acts(iteration):
+        # An iteration that does not act still gets a client where there is a cluster: it readies the
+        # workers for the next iteration's acting.
+        if not run.environment.acts(iteration) and dask_address is None:
             return run_iteration(run, iteration, None, PREFECT_STAGES, events, flow_run_id=str(flow_run.id))
         with dask_client(dask_address, config.rollouts.workers) as client:
             return run_iteration(run, iteration, client, PREFECT_STAGES, events, flow_run_id=str(flow_run.id))

@@ -95,6 +95,9 @@ class Environment(Protocol):
     ) -> dict[str, list[dict[str, Any]]]:
         """Let the policy act on a chunk of items, score and filter the outcome: rows per acted table."""
 
+    def prepare(self, iteration: int, policy: PolicySpec, client: Any) -> None:
+        """Get the workers ready, in the background, to act on the iteration's items (a hint: may do nothing)."""
+
     def summarize(self, home: Path, experiment: str, iteration: int) -> ActSummary:
         """What the iteration's committed acting produced (read back from the lake)."""
 

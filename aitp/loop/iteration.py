@@ -112,6 +112,8 @@ def run_iteration(
     except NoTrainingDataError as exc:  # nothing kept: the champion stays, the loop goes on
         return _skip_training(run, iteration, str(exc), kept_rate, steps, on_event, decided)
     stages.record(run, iteration, stage="train")
+    if iteration < run.config.iterations:  # the workers ready the next iteration's acting while this model is judged
+        env.prepare(iteration + 1, base, client)
     version = timed("register", steps.register, run, iteration, checkpoint, flow_run_id)
     result = timed("eval", steps.evaluate, run, iteration, version)
     stages.record(run, iteration, stage="eval", eval_pass_rate=result.score("pass_rate"))

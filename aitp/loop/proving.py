@@ -238,6 +238,9 @@ class ProverEnvironment:
             results = search_on_dask(names, job, dask, size, on_progress)
         return {table: [row for r in results for row in r["rows"].get(table, [])] for table in TRACE_TABLES}
 
+    def prepare(self, iteration: int, policy: PolicySpec, client: Any) -> None:
+        """Nothing to ready ahead: a prover search starts its processes per job."""
+
     def summarize(self, home: Path, experiment: str, iteration: int) -> ActSummary:
         """The iteration's train-slice figures from the `proof_search` view: searched, proved (re-checked), new vs
         retained, proved to date, proof length, valid-tactic rate, expansions and prover seconds per proof."""

@@ -112,6 +112,25 @@ class ReasoningEnvironment:
         )
         return {"rollouts": filter_rows(lake_rollout_rows(rows), cfg.threshold)}
 
+    def prepare(self, iteration: int, policy: PolicySpec, client: Any) -> None:
+        """Have the GPU workers build the decoder engine of the iteration's first chunk now (CPU workers: nothing).
+
+        The engine's slots are sized to the GPU memory free when it is built: built while the loop
+        evaluates the model it just trained (its training memory released), it fits as many rows as
+        the iteration's first shard would have found, and that shard no longer spends a second or more
+        building it.
+        """
+        from aitp.rollouts.cluster import gpu_workers
+        from aitp.rollouts.run import prepare_gpu_workers
+
+        if client is None or not self.acts(iteration) or not gpu_workers(client):
+            return
+        cfg = self.config.rollouts
+        chunk = self.items(iteration)[: self.chunk_items]
+        prepare_gpu_workers(
+            client, chunk, policy, cfg.sampling(), self.config.device, self.config.system_prompt, cfg.shard_size
+        )
+
     def summarize(self, home: Path, experiment: str, iteration: int) -> ActSummary:
         """Groups and kept groups of the iteration's committed rollouts, with score means."""
         from aitp.lake import connect

@@ -51,3 +51,12 @@ class Policy(Protocol):
     ) -> list[list[Completion]]:
         """Return, for each prompt, `params.n` completions; `seeds[i]` seeds prompt i's sampling."""
         ...
+
+
+@runtime_checkable
+class Preparable(Protocol):
+    """A policy that can get ready for a call's shape ahead of it (build caches, capture steps) without sampling."""
+
+    def prepare(self, prompts: list[Messages], params: SamplingParams, rows: int) -> dict[str, float | int] | None:
+        """Get ready for a call of `rows` rows over `prompts`; what was built (None: nothing to build)."""
+        ...

@@ -25,7 +25,7 @@ from aitp.fingerprint import fingerprint
 from aitp.policies import gguf_cache
 from aitp.policies.base import Completion, Messages, SamplingParams
 from aitp.policies.fast import supports
-from aitp.policies.fast.resident import sample_resident
+from aitp.policies.fast.resident import prepare_resident, sample_resident
 from aitp.policies.tiny.sampler import sample_tokens
 
 # Bytes per row and vocabulary entry of the eager loop's sampling buffers (float32 logits, softmax,
@@ -209,6 +209,29 @@ class HFPolicy:
         if self.last_call is not None:
             self.last_call["tokenise_s"] = round(tokenised, 3)
         return groups
+
+    def prepare(self, prompts: list[Messages], params: SamplingParams, rows: int) -> dict[str, float | int] | None:
+        """Ready the fast decoder for a call of `rows` rows over these chats, sampling nothing; what it built.
+
+        None where the eager loop samples (CPU, or an architecture the fast decoder does not take):
+        it has nothing to build ahead.
+        """
+        if self.device.type != "cuda" or not supports(self.model):
+            return None
+        start = time.perf_counter()
+        with torch.inference_mode():
+            engine = prepare_resident(
+                self.model,
+                self.max_rows,
+                self.prompts_ids(prompts),
+                params,
+                rows,
+                eos_ids=self.eos_ids,
+                max_len=self.max_len,
+            )
+        if engine is None:
+            return None
+        return {"slots": engine.slots, "positions": engine.positions, "seconds": round(time.perf_counter() - start, 3)}
 
     def sample_ids(
         self, prompt_ids: list[list[int]], params: SamplingParams, seeds: list[int] | None = None

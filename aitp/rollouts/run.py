@@ -13,12 +13,13 @@ from contextlib import nullcontext
 from typing import Any
 
 from aitp.envs.items import Item
+from aitp.envs.prompt import SYSTEM_PROMPT, build_messages
 from aitp.errors import AitpError
 from aitp.policies.base import SamplingParams
 from aitp.policies.spec import PolicySpec
 from aitp.rollouts.cluster import GPU, dask_client, gpu_workers
 from aitp.rollouts.shards import cut_shards, default_shard_size
-from aitp.rollouts.worker import RolloutContext, rollout_shard_task, warm_decoder
+from aitp.rollouts.worker import RolloutContext, prepare_decoder, rollout_shard_task, warm_decoder
 
 Progress = Callable[[int, int], None]
 DEFAULT_RETRIES = 2
@@ -83,18 +84,48 @@ def warm_gpu_workers(
     Each task holds its worker's GPU resource, so a shard sent meanwhile waits for it rather than
     compiling the same code beside it. A CPU or remote policy needs no warming (none is sent).
     """
+    if not _samples_on_gpu(policy, device):
+        return []
+    return _to_gpu_workers(client, policy, device, warm_decoder, params, system_prompt)
+
+
+def prepare_gpu_workers(
+    client: Any,
+    items: Sequence[Item],
+    policy: PolicySpec,
+    params: SamplingParams,
+    device: str | None,
+    system_prompt: str | None = None,
+    shard_size: int | None = None,
+) -> list[Any]:
+    """Have every GPU worker build, in the background, the decoder engine a rollout over `items` will need.
+
+    Each worker is told the rows of the largest shard `run_rollouts` would cut and every item's
+    prompt (the engine's width is set by the longest), so whichever shard it is given fits the
+    engine it built. A CPU or remote policy builds nothing (none is sent).
+    """
+    if not items or not _samples_on_gpu(policy, device):
+        return []
+    size = shard_size or default_shard_size(len(items), gpu_workers=gpu_workers(client))
+    system = SYSTEM_PROMPT if system_prompt is None else system_prompt
+    prompts = [build_messages(item, system) for item in items]
+    return _to_gpu_workers(client, policy, device, prepare_decoder, params, prompts, min(size, len(items)) * params.n)
+
+
+def _samples_on_gpu(policy: PolicySpec, device: str | None) -> bool:
+    """Whether the policy samples on the workers' GPUs (not on a server, not on CPU)."""
+    return not PolicySpec.parse(policy).is_remote and device is not None and device.startswith("cuda")
+
+
+def _to_gpu_workers(client: Any, policy: PolicySpec, device: str | None, fn: Callable, *args: Any) -> list[Any]:
+    """Run `fn(policy, device, *args)` once on every GPU worker, holding its GPU, fire-and-forget; the futures."""
     from distributed import fire_and_forget
 
     policy = PolicySpec.parse(policy)
-    if policy.is_remote or device is None or not device.startswith("cuda"):
-        return []
     workers = client.scheduler_info(n_workers=-1)["workers"]
     gpus = [addr for addr, w in workers.items() if (w.get("resources") or {}).get(GPU, 0) > 0]
     futures = [
-        client.submit(
-            warm_decoder, policy, device, params, system_prompt, workers=[addr], resources={GPU: 1}, pure=False
-        )
-        for addr in gpus
+        client.submit(fn, policy, device, *args, workers=[addr], resources={GPU: 1}, pure=False) for addr in gpus
     ]
     for future in futures:
         fire_and_forget(future)

@@ -23,7 +23,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from aitp.envs.groups import ScoredGroup, score_group
 from aitp.envs.items import Item
 from aitp.envs.prompt import SYSTEM_PROMPT, build_messages
-from aitp.policies.base import Completion, Messages, Policy, SamplingParams
+from aitp.policies.base import Completion, Messages, Policy, Preparable, SamplingParams
 from aitp.policies.spec import PolicySpec
 from aitp.rollouts.shards import group_id, sample_seed
 from aitp.tokenizer import load_token_counter
@@ -154,6 +154,20 @@ def warm_decoder(spec: PolicySpec, device: str | None, params: SamplingParams, s
     chat = [{"role": "system", "content": system}, *WARM_PROMPT]
     policy.sample([chat] * WARM_PROMPTS, params, list(range(WARM_PROMPTS)))
     return time.perf_counter() - start
+
+
+def prepare_decoder(
+    spec: PolicySpec, device: str | None, params: SamplingParams, prompts: list[Messages], rows: int
+) -> dict[str, float | int] | None:
+    """Load the policy and ready its decoder for a shard of `rows` rows over these chats; what it built.
+
+    The loop sends this for its next iteration while it evaluates the model it just trained: the
+    decoder's engine (slots sized to the memory then free, every step captured) is then built beside
+    the evaluation instead of inside the iteration's first shard. Only the engine's shape matters, and
+    it is shared by every checkpoint of the architecture, so any of them will do.
+    """
+    policy = load_cached_policy(spec, device)
+    return policy.prepare(prompts, params, rows) if isinstance(policy, Preparable) else None
 
 
 def rollout_shard(item_dicts: list[dict[str, Any]], spec: PolicySpec, ctx: RolloutContext) -> list[dict[str, Any]]:

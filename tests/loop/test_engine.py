@@ -51,7 +51,7 @@ def test_the_reasoning_environment_implements_the_protocol():
     env = ReasoningEnvironment(LoopConfig.model_validate(MINI))
     for name in Environment.__annotations__:
         assert hasattr(env, name), name
-    for name in ("acts", "commits_items", "items", "item_rows", "act", "summarize", "train"):
+    for name in ("acts", "commits_items", "items", "item_rows", "act", "prepare", "summarize", "train"):
         assert callable(getattr(env, name)), name
     assert not env.acts(0) and env.acts(1) and env.commits_items(0)
 
@@ -61,9 +61,19 @@ def test_one_iteration_runs_in_process_without_prefect(tmp_path, monkeypatch):
     config = LoopConfig.model_validate(MINI)
     run = open_experiment(tmp_path, config)
     assert isinstance(run, LoopRun)
-    events = []
-    row = run_iteration(run, 0, on_event=lambda kind, payload: events.append(kind))
+    events, order = [], []
+    # A hint recorded, not run: readying GPU workers is a GPU test (tests/rollouts/test_gpu.py).
+    monkeypatch.setattr(ReasoningEnvironment, "prepare", lambda env, k, policy, client: order.append(("prepare", k)))
+
+    def listen(kind, payload):
+        events.append(kind)
+        if kind == "stage":
+            order.append((payload["stage"], payload["state"]))
+
+    row = run_iteration(run, 0, on_event=listen)
     assert row["status"] == "done" and row["promoted"] and row["champion_version"] == "1"
+    at = order.index(("prepare", 1))  # the next iteration's acting is readied while this model is judged
+    assert order[at - 1] == ("train", "done") and order[at + 1] == ("register", "start")
     assert read_iteration(tmp_path, "mini", 0)["model_out"] == row["model_out"]
     assert {"stage", "iteration"} <= set(events)
     con = connect(tmp_path)

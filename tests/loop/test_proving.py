@@ -76,7 +76,7 @@ def test_the_prover_environment_implements_the_protocol(tmp_path, bool_theorems)
     assert isinstance(env, ProverEnvironment)
     for name in Environment.__annotations__:
         assert hasattr(env, name), name
-    for name in ("acts", "commits_items", "items", "item_rows", "act", "summarize", "train"):
+    for name in ("acts", "commits_items", "items", "item_rows", "act", "prepare", "summarize", "train"):
         assert callable(getattr(env, name)), name
     # an untrained start: iteration 0 neither searches nor commits items; iteration 1 searches the first slice
     assert not env.acts(0) and not env.commits_items(0) and list(env.items(0)) == []

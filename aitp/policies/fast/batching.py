@@ -164,6 +164,43 @@ class FastSampler:
             compile_prefill(self.weights, self.engine)
         return self.engine
 
+    def _shape(self, prompt_ids: list[list[int]], params: SamplingParams, max_len: int | None) -> tuple[list[int], int]:
+        """Each prompt's token limit, and the cache width a call over these prompts needs."""
+        if any(not p for p in prompt_ids):
+            raise ValueError("every prompt needs at least one token")
+        max_len = min(max_len or self.weights.max_positions, self.weights.max_positions)  # the rotary table's end
+        limits = [_limit(len(p), params.max_tokens, max_len) for p in prompt_ids]
+        needed = max((len(p) + lim for p, lim in zip(prompt_ids, limits)), default=0)
+        return limits, cache_positions(needed, max_len)
+
+    def _ready(self, rows: int, positions: int, steps: int, params: SamplingParams, eos_ids: set[int]) -> Engine:
+        """The engine for a call of this shape, its steps captured for these sampling settings."""
+        engine = self._engine(rows, positions, steps, params.top_p, eos_ids)
+        engine.capture_all(params.temperature, params.top_p)
+        return engine
+
+    def prepare(
+        self,
+        prompt_ids: list[list[int]],
+        params: SamplingParams,
+        rows: int,
+        *,
+        eos_ids: set[int],
+        max_len: int | None = None,
+    ) -> Engine | None:
+        """Build the engine a call of `rows` rows over these prompts would run on, now, sampling nothing.
+
+        Building it sizes the slots to the memory free at that moment and captures every bucket's step
+        (about a second at ten thousand slots). A GPU worker does this for the loop's next iteration
+        while the loop evaluates the model it just trained, so that the iteration's first call finds
+        its engine ready. None when the prompts leave no token to sample.
+        """
+        limits, positions = self._shape(prompt_ids, params, max_len)
+        steps = max(limits, default=0)
+        if rows <= 0 or steps <= 0:
+            return None
+        return self._ready(rows, positions, steps, params, eos_ids)
+
     def sample(
         self,
         prompt_ids: list[list[int]],
@@ -179,11 +216,8 @@ class FastSampler:
         seeds = [0] * len(prompt_ids) if seeds is None else list(seeds)
         if len(seeds) != len(prompt_ids):
             raise ValueError(f"got {len(seeds)} seeds for {len(prompt_ids)} prompts")
-        if any(not p for p in prompt_ids):
-            raise ValueError("every prompt needs at least one token")
         n = params.n
-        max_len = min(max_len or self.weights.max_positions, self.weights.max_positions)  # the rotary table's end
-        limits = [_limit(len(p), params.max_tokens, max_len) for p in prompt_ids]
+        limits, positions = self._shape(prompt_ids, params, max_len)
         steps = max(limits, default=0)
         # Thousands of token lists would trigger full collections over and over (~10x the time spent
         # building completions); nothing made here forms cycles, so collect once at the end instead.
@@ -194,10 +228,8 @@ class FastSampler:
         try:
             if not prompt_ids or steps <= 0:
                 return [[_completion(_Row(limit=0), len(p), decode) for _ in range(n)] for p in prompt_ids]
-            positions = cache_positions(max(len(p) + lim for p, lim in zip(prompt_ids, limits)), max_len)
             self.weights.refresh()
-            engine = self._engine(len(prompt_ids) * n, positions, steps, params.top_p, eos_ids)
-            engine.capture_all(params.temperature, params.top_p)
+            engine = self._ready(len(prompt_ids) * n, positions, steps, params, eos_ids)
             stats.slots, stats.engine_s = engine.slots, time.perf_counter() - start
             uniforms = draw_uniforms(seeds, n, steps)
             batch = _Batch(engine, self.weights, prompt_ids, params, uniforms, limits, eos_ids, decode, decode_batch)

@@ -37,19 +37,30 @@ def architecture(model: torch.nn.Module) -> tuple:
     return params, heads, numerics, str(next(model.parameters()).device)
 
 
+def _resident(model: torch.nn.Module, max_slots: int | None) -> FastSampler:
+    """The process's decoder for `model`'s architecture (made on first use, from a private copy); hold `_LOCK`."""
+    key = (architecture(model), max_slots)
+    if key not in _RESIDENT:
+        private = copy.deepcopy(model).eval()
+        _RESIDENT[key] = (FastSampler(private, max_slots=max_slots), private)
+    return _RESIDENT[key][0]
+
+
 def sample_resident(model: torch.nn.Module, max_slots: int | None, *args: Any, **kwargs: Any) -> tuple[Any, CallStats]:
     """`FastSampler.sample(*args, **kwargs)` with `model`'s current weights, on the process's decoder; its timings."""
-    key = (architecture(model), max_slots)
     with _LOCK:
-        if key not in _RESIDENT:
-            private = copy.deepcopy(model).eval()
-            _RESIDENT[key] = (FastSampler(private, max_slots=max_slots), private)
-        sampler, private = _RESIDENT[key]
+        sampler = _resident(model, max_slots)
         with torch.no_grad():
-            mine = dict(private.named_parameters())
+            mine = dict(sampler.weights.model.named_parameters())
             for name, p in model.named_parameters():
                 mine[name].copy_(p)
         return sampler.sample(*args, **kwargs), sampler.last_call
+
+
+def prepare_resident(model: torch.nn.Module, max_slots: int | None, *args: Any, **kwargs: Any) -> Engine | None:
+    """`FastSampler.prepare(*args, **kwargs)` on the decoder of `model`'s architecture (no weights are copied)."""
+    with _LOCK:
+        return _resident(model, max_slots).prepare(*args, **kwargs)
 
 
 def resident_engines() -> list[Engine]:

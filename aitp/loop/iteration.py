@@ -112,8 +112,6 @@ def run_iteration(
     except NoTrainingDataError as exc:  # nothing kept: the champion stays, the loop goes on
         return _skip_training(run, iteration, str(exc), kept_rate, steps, on_event, decided)
     stages.record(run, iteration, stage="train")
-    if iteration < run.config.iterations:  # the workers ready the next iteration's acting while this model is judged
-        env.prepare(iteration + 1, base, client)
     version = timed("register", steps.register, run, iteration, checkpoint, flow_run_id)
     result = timed("eval", steps.evaluate, run, iteration, version)
     stages.record(run, iteration, stage="eval", eval_pass_rate=result.score("pass_rate"))
@@ -123,6 +121,8 @@ def run_iteration(
             timed("eval", steps.evaluate, run, iteration, held.version)
         return _finish(run, iteration, steps, on_event, {"decision": None, "eval": result.metrics()})
     decision = timed("promote", steps.promote, run, iteration, version)
+    if iteration < run.config.iterations:  # the workers ready the next iteration's acting while this one closes
+        env.prepare(iteration + 1, base, client)
     champion = stages.champion_summary(run, iteration)
     run.registry.log_metrics(
         mlflow_run_id,

@@ -115,10 +115,11 @@ class ReasoningEnvironment:
     def prepare(self, iteration: int, policy: PolicySpec, client: Any) -> None:
         """Have the GPU workers build the decoder engine of the iteration's first chunk now (CPU workers: nothing).
 
-        The engine's slots are sized to the GPU memory free when it is built: built while the loop
-        evaluates the model it just trained (its training memory released), it fits as many rows as
-        the iteration's first shard would have found, and that shard no longer spends a second or more
-        building it.
+        The engine's slots are sized to the GPU memory free when it is built. Sent once the model just
+        trained has been judged (its training memory released, its evaluation done), it is built while
+        the loop closes the iteration and opens the next (seconds of records, plots and items), with
+        the card as the first shard will find it: the same slots that shard would size, so the same
+        rollouts, and the shard no longer spends a second or more building it.
         """
         from aitp.rollouts.cluster import gpu_workers
         from aitp.rollouts.run import prepare_gpu_workers

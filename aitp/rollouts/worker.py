@@ -161,10 +161,11 @@ def prepare_decoder(
 ) -> dict[str, float | int] | None:
     """Load the policy and ready its decoder for a shard of `rows` rows over these chats; what it built.
 
-    The loop sends this for its next iteration while it evaluates the model it just trained: the
-    decoder's engine (slots sized to the memory then free, every step captured) is then built beside
-    the evaluation instead of inside the iteration's first shard. Only the engine's shape matters, and
-    it is shared by every checkpoint of the architecture, so any of them will do.
+    The loop sends this for its next iteration as it closes the current one: the decoder's engine
+    (slots sized to the memory then free, every step captured) is then built while the loop writes
+    its records and opens the next iteration, instead of inside that iteration's first shard. Only
+    the engine's shape matters, and it is shared by every checkpoint of the architecture, so any of
+    them will do.
     """
     policy = load_cached_policy(spec, device)
     return policy.prepare(prompts, params, rows) if isinstance(policy, Preparable) else None

@@ -72,8 +72,8 @@ def test_one_iteration_runs_in_process_without_prefect(tmp_path, monkeypatch):
 
     row = run_iteration(run, 0, on_event=listen)
     assert row["status"] == "done" and row["promoted"] and row["champion_version"] == "1"
-    at = order.index(("prepare", 1))  # the next iteration's acting is readied while this model is judged
-    assert order[at - 1] == ("train", "done") and order[at + 1] == ("register", "start")
+    # The next iteration's acting is readied once this model is judged: the GPU as the next shard finds it.
+    assert order[-2:] == [("promote", "done"), ("prepare", 1)] and order.count(("prepare", 1)) == 1
     assert read_iteration(tmp_path, "mini", 0)["model_out"] == row["model_out"]
     assert {"stage", "iteration"} <= set(events)
     con = connect(tmp_path)

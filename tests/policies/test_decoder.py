@@ -152,7 +152,7 @@ def test_calls_whose_longest_prompt_moves_a_few_tokens_keep_the_engine(model):
 
 
 def test_an_engine_prepared_for_a_call_is_the_one_it_runs_on(model):
-    # The loop's GPU worker builds its next iteration's engine ahead, while the loop evaluates.
+    # The loop's GPU worker builds its next iteration's engine ahead, while the loop closes the current one.
     sampler, seeds = FastSampler(model), [1, 2, 3, 4, 5]
     with torch.inference_mode():
         assert sampler.prepare(PROMPTS, SAMPLED, 0, eos_ids=EOS, max_len=256) is None and sampler.engine is None

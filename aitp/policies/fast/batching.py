@@ -192,8 +192,8 @@ class FastSampler:
 
         Building it sizes the slots to the memory free at that moment and captures every bucket's step
         (about a second at ten thousand slots). A GPU worker does this for the loop's next iteration
-        while the loop evaluates the model it just trained, so that the iteration's first call finds
-        its engine ready. None when the prompts leave no token to sample.
+        while the loop closes the current one, so that the iteration's first call finds its engine
+        ready. None when the prompts leave no token to sample.
         """
         limits, positions = self._shape(prompt_ids, params, max_len)
         steps = max(limits, default=0)

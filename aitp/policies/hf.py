@@ -11,9 +11,13 @@ dtype is bfloat16; pass `dtype="float32"` in the spec where completions must not
 
 from __future__ import annotations
 
+import gc
 import inspect
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,31 @@ from aitp.policies.tiny.sampler import sample_tokens
 # float64 probabilities and their cumulative sum), and the share of free memory its chunks may use.
 EAGER_BYTES_PER_LOGIT = 40
 EAGER_MEMORY_FRACTION = 0.5
+
+
+@dataclass
+class CollectorPauses:
+    """Seconds Python's cyclic garbage collector ran, in any thread, while it was watched."""
+
+    seconds: float = 0.0
+
+
+@contextmanager
+def collector_pauses() -> Iterator[CollectorPauses]:
+    """Watch the garbage collector for the block: a full collection over a big heap stalls a call for a second."""
+    pauses, started = CollectorPauses(), []
+
+    def note(phase: str, info: dict) -> None:
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            pauses.seconds += time.perf_counter() - started.pop()
+
+    gc.callbacks.append(note)
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(note)
 
 
 class HFLoadError(AitpError):
@@ -202,12 +231,13 @@ class HFPolicy:
         self, prompts: list[Messages], params: SamplingParams, seeds: list[int] | None = None
     ) -> list[list[Completion]]:
         """Return `params.n` completions per prompt; `seeds[i]` alone decides prompt i's randomness."""
-        start = time.perf_counter()
-        prompt_ids = self.prompts_ids(prompts)
-        tokenised = time.perf_counter() - start
-        groups = self.sample_ids(prompt_ids, params, seeds)
+        with collector_pauses() as paused:
+            start = time.perf_counter()
+            prompt_ids = self.prompts_ids(prompts)
+            tokenised = time.perf_counter() - start
+            groups = self.sample_ids(prompt_ids, params, seeds)
         if self.last_call is not None:
-            self.last_call["tokenise_s"] = round(tokenised, 3)
+            self.last_call |= {"tokenise_s": round(tokenised, 3), "gc_s": round(paused.seconds, 3)}
         return groups
 
     def prepare(self, prompts: list[Messages], params: SamplingParams, rows: int) -> dict[str, float | int] | None:

@@ -131,9 +131,26 @@ def test_a_call_keeps_its_rows_and_seconds(small_llama_dir):
     assert policy.last_call is None
     policy.sample([[{"role": "user", "content": "Hi"}]] * 3, SamplingParams(n=2, max_tokens=4), seeds=[1, 2, 3])
     call = policy.last_call
-    assert call["rows"] == 6 and call["seconds"] > 0 and call["tokenise_s"] >= 0
+    assert call["rows"] == 6 and call["seconds"] > 0 and call["tokenise_s"] >= 0 and call["gc_s"] >= 0
     policy.sample_ids([[1, 2, 3]], SamplingParams(max_tokens=4), seeds=[1])  # tokenised by the caller: no tokenise_s
     assert policy.last_call["rows"] == 1 and "tokenise_s" not in policy.last_call
+
+
+def test_collector_pauses_are_the_collections_run_inside_the_block():
+    import gc
+
+    from aitp.policies.hf import collector_pauses
+
+    callbacks = list(gc.callbacks)
+    with collector_pauses() as quiet:
+        pass
+    with collector_pauses() as busy:
+        cycles = [[] for _ in range(100_000)]
+        for c in cycles:
+            c.append(c)
+        del cycles
+        gc.collect()
+    assert quiet.seconds == 0 < busy.seconds and gc.callbacks == callbacks
 
 
 def test_a_shards_rows_keep_its_sampling_call(small_llama_dir):

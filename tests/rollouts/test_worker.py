@@ -64,8 +64,15 @@ def test_worker_plugin_warms_the_cache(tmp_path):
 
 def test_warming_loads_the_policy_and_samples_with_the_rollout_settings(tmp_path):
     path = str(make_tiny_checkpoint(tmp_path / "ckpt"))
-    seconds = warm_decoder(path, "cpu", SamplingParams(n=2, max_tokens=4), "Be brief.")
+    import gc
+
+    try:
+        seconds = warm_decoder(path, "cpu", SamplingParams(n=2, max_tokens=4), "Be brief.")
+        frozen = gc.get_freeze_count()
+    finally:
+        gc.unfreeze()
     assert seconds > 0 and worker.spec_key(path, "cpu") in worker._POLICIES
+    assert frozen > 0  # the worker's long-lived objects are out of the collector's walks
 
 
 def test_no_warming_is_sent_for_a_cpu_policy(tmp_path):

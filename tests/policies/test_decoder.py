@@ -257,6 +257,28 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA de
 
 @pytest.mark.gpu
 @cuda
+def test_a_host_tensor_reaches_the_gpu_without_waiting_for_its_queued_work():
+    import time
+
+    x = torch.randn(4096, 4096, device="cuda")
+    for _ in range(3):  # warm: kernels, the pinned block
+        batching.to_device(torch.arange(1024), x.device)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(50):
+        x = x @ x / 64  # ~7 TFLOP queued: tens of milliseconds on any current card
+    queued = time.perf_counter() - start
+    host = torch.arange(1024)
+    start = time.perf_counter()
+    copied = batching.to_device(host, x.device)
+    waited = time.perf_counter() - start
+    torch.cuda.synchronize()
+    ran = time.perf_counter() - start
+    assert waited < 0.25 * ran and torch.equal(copied.cpu(), host), (queued, waited, ran)
+
+
+@pytest.mark.gpu
+@cuda
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_cuda_graphs_match_the_eager_sampler_in_float32(temperature):
     gpu = tiny_llama("cuda")

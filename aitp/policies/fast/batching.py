@@ -119,6 +119,19 @@ def compile_prefill(weights: LlamaWeights, engine: Engine, fuse: Callable | None
     return True
 
 
+def to_device(host: Tensor, device: torch.device) -> Tensor:
+    """A host tensor copied to `device` without making the host wait for the GPU's queued work.
+
+    A copy from pageable memory waits until every kernel already queued on the stream has run, so an
+    admission (a prefill pass, then the first tokens of its rows 1,024 at a time, four such copies each)
+    alternated host and GPU instead of overlapping them. From pinned memory, non-blocking, the host
+    goes on queueing; the pinned block is a fresh copy, held by PyTorch until the transfer has run.
+    """
+    if device.type != "cuda":
+        return host.to(device)
+    return host.pin_memory().to(device, non_blocking=True)
+
+
 def block_steps(b: int) -> int:
     """Tokens per row before the next host check when `b` slots step together."""
     return min(CHECK_EVERY, max(MIN_BLOCK, -(-CHECK_ROW_STEPS // b)))
@@ -320,8 +333,8 @@ class _Batch:
             first = group[0]
             mine = [(s, r) for s, r in zip(slots, new_rows) if first <= r // n <= group[-1]]
             ids, lengths = _right_pad([self.prompt_ids[p] for p in group], self.device)
-            slot_t = torch.tensor([s for s, _ in mine], device=self.device)
-            source = torch.tensor([r // n - first for _, r in mine], device=self.device)
+            slot_t = to_device(torch.tensor([s for s, _ in mine]), self.device)
+            source = to_device(torch.tensor([r // n - first for _, r in mine]), self.device)
             fuse = eng.fuse if ids.numel() >= FUSED_PREFILL_TOKENS else eager
             logits = prefill(self.weights, eng.cache, ids, lengths, slot_t, source, fuse)
             for lo in range(0, len(mine), FIRST_TOKEN_ROWS):
@@ -331,12 +344,12 @@ class _Batch:
         eng, dev = self.engine, self.device
         slot_np = np.fromiter((s for s, _ in mine), dtype=np.int64, count=len(mine))
         row_np = np.fromiter((r for _, r in mine), dtype=np.int64, count=len(mine))
-        slots = torch.from_numpy(slot_np).to(dev)
-        u = self.uniforms[torch.from_numpy(row_np)].to(dev)
+        slots = to_device(torch.from_numpy(slot_np), dev)
+        u = to_device(self.uniforms[torch.from_numpy(row_np)], dev)
         tokens, logprobs = pick(logits[source], self.params.temperature, self.params.top_p, u[:, 0])
-        limits = torch.from_numpy(self.limit[row_np]).to(dev)
+        limits = to_device(torch.from_numpy(self.limit[row_np]), dev)
         eng.tok[slots] = tokens
-        eng.pos[slots] = torch.from_numpy(self.prompt_lens[row_np]).to(dev)
+        eng.pos[slots] = to_device(torch.from_numpy(self.prompt_lens[row_np]), dev)
         eng.gen[slots] = 1
         eng.limit[slots] = limits
         eng.done[slots] = torch.isin(tokens, eng.eos) | (limits <= 1)
@@ -427,4 +440,4 @@ def _right_pad(seqs: list[list[int]], device) -> tuple[Tensor, Tensor]:
     for i, s in enumerate(seqs):
         ids[i, : len(s)] = s
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-    return torch.from_numpy(ids).to(device), torch.from_numpy(lengths).to(device)
+    return to_device(torch.from_numpy(ids), device), to_device(torch.from_numpy(lengths), device)

@@ -156,8 +156,9 @@ def warm_decoder(spec: PolicySpec, device: str | None, params: SamplingParams, s
     policy.sample([chat] * WARM_PROMPTS, params, list(range(WARM_PROMPTS)))
     # What lives now lives as long as the worker (libraries, compiled code, the decoder). Python's full
     # collections, started whenever enough objects have survived (a shard's rows do), walk all of it:
-    # 0.7-1.1 s that fell inside rollout calls on the GPU worker. Frozen, it is walked no more. A policy
-    # holds no reference cycle, so one evicted from the cache is still freed by reference counting.
+    # the likely cause of 0.7-1.1 s stalls seen inside rollout calls on the GPU worker. Frozen, it is
+    # walked no more. A policy holds no reference cycle, so one evicted from the cache is still freed
+    # by reference counting.
     gc.collect()
     gc.freeze()
     return time.perf_counter() - start

@@ -246,7 +246,7 @@ class HFPolicy:
         None where the eager loop samples (CPU, or an architecture the fast decoder does not take):
         it has nothing to build ahead.
         """
-        if self.device.type != "cuda" or not supports(self.model):
+        if not self._samples_fast():
             return None
         start = time.perf_counter()
         with torch.inference_mode():
@@ -278,7 +278,7 @@ class HFPolicy:
     def _sample(self, prompt_ids, params, seeds):
         decode = self._decode
         self.last_call = None
-        if self.device.type == "cuda" and supports(self.model):
+        if self._samples_fast():
             groups, stats = sample_resident(
                 self.model,
                 self.max_rows,
@@ -308,6 +308,10 @@ class HFPolicy:
         )
         self.last_call = {"rows": sum(map(len, groups)), "seconds": round(time.perf_counter() - start, 3)}
         return groups
+
+    def _samples_fast(self) -> bool:
+        """Whether calls go to the fast decoder (a Llama-family model on CUDA), not the eager loop."""
+        return self.device.type == "cuda" and supports(self.model)
 
     def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)

@@ -137,10 +137,15 @@ def wait_for_workers(client, timeout_s: float = WORKERS_TIMEOUT_S) -> int:
     return len(client.scheduler_info(n_workers=-1)["workers"])
 
 
+def gpu_worker_addresses(client) -> list[str]:
+    """The addresses of the cluster's workers that declare a GPU resource."""
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    return [addr for addr, w in workers.items() if (w.get("resources") or {}).get(GPU, 0) > 0]
+
+
 def gpu_workers(client) -> int:
     """How many of the cluster's workers declare a GPU resource."""
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
-    return sum(1 for w in workers if (w.get("resources") or {}).get(GPU, 0) > 0)
+    return len(gpu_worker_addresses(client))
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from aitp.envs.prompt import SYSTEM_PROMPT, build_messages
 from aitp.errors import AitpError
 from aitp.policies.base import SamplingParams
 from aitp.policies.spec import PolicySpec
-from aitp.rollouts.cluster import GPU, dask_client, gpu_workers
+from aitp.rollouts.cluster import GPU, dask_client, gpu_worker_addresses, gpu_workers, wants_cuda
 from aitp.rollouts.shards import cut_shards, default_shard_size
 from aitp.rollouts.worker import RolloutContext, prepare_decoder, rollout_shard_task, warm_decoder
 
@@ -86,7 +86,7 @@ def warm_gpu_workers(
     """
     if not _samples_on_gpu(policy, device):
         return []
-    return _to_gpu_workers(client, policy, device, warm_decoder, params, system_prompt)
+    return _to_gpu_workers(client, gpu_worker_addresses(client), policy, device, warm_decoder, params, system_prompt)
 
 
 def prepare_gpu_workers(
@@ -106,24 +106,26 @@ def prepare_gpu_workers(
     """
     if not items or not _samples_on_gpu(policy, device):
         return []
-    size = shard_size or default_shard_size(len(items), gpu_workers=gpu_workers(client))
+    gpus = gpu_worker_addresses(client)
+    size = shard_size or default_shard_size(len(items), gpu_workers=len(gpus))
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt
     prompts = [build_messages(item, system) for item in items]
-    return _to_gpu_workers(client, policy, device, prepare_decoder, params, prompts, min(size, len(items)) * params.n)
+    rows = min(size, len(items)) * params.n
+    return _to_gpu_workers(client, gpus, policy, device, prepare_decoder, params, prompts, rows)
 
 
 def _samples_on_gpu(policy: PolicySpec, device: str | None) -> bool:
     """Whether the policy samples on the workers' GPUs (not on a server, not on CPU)."""
-    return not PolicySpec.parse(policy).is_remote and device is not None and device.startswith("cuda")
+    return not PolicySpec.parse(policy).is_remote and wants_cuda(device)
 
 
-def _to_gpu_workers(client: Any, policy: PolicySpec, device: str | None, fn: Callable, *args: Any) -> list[Any]:
-    """Run `fn(policy, device, *args)` once on every GPU worker, holding its GPU, fire-and-forget; the futures."""
+def _to_gpu_workers(
+    client: Any, gpus: list[str], policy: PolicySpec, device: str | None, fn: Callable, *args: Any
+) -> list[Any]:
+    """Run `fn(policy, device, *args)` once on each of the GPU workers `gpus`, holding its GPU, fire-and-forget."""
     from distributed import fire_and_forget
 
     policy = PolicySpec.parse(policy)
-    workers = client.scheduler_info(n_workers=-1)["workers"]
-    gpus = [addr for addr, w in workers.items() if (w.get("resources") or {}).get(GPU, 0) > 0]
     futures = [
         client.submit(fn, policy, device, *args, workers=[addr], resources={GPU: 1}, pure=False) for addr in gpus
     ]

@@ -56,6 +56,19 @@ def test_the_reasoning_environment_implements_the_protocol():
     assert not env.acts(0) and env.acts(1) and env.commits_items(0)
 
 
+def test_readying_the_gpu_workers_first_releases_this_process_decoder_engines(monkeypatch):
+    # No GPU here: the cluster's answer and the two calls are recorded; the real path is a GPU test.
+    env, order = ReasoningEnvironment(LoopConfig.model_validate(MINI)), []
+    monkeypatch.setattr("aitp.rollouts.cluster.gpu_workers", lambda client: 1)
+    monkeypatch.setattr("aitp.policies.fast.resident.release_engines", lambda: order.append("release"))
+    monkeypatch.setattr("aitp.rollouts.run.prepare_gpu_workers", lambda *args: order.append("prepare"))
+    env.prepare(0, "tiny", object())  # iteration 0 does not act: nothing to ready, nothing released
+    env.prepare(1, "tiny", None)  # no cluster
+    assert order == []
+    env.prepare(1, "tiny", object())
+    assert order == ["release", "prepare"]  # the worker sizes its slots once the flow's engine is gone
+
+
 def test_one_iteration_runs_in_process_without_prefect(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     config = LoopConfig.model_validate(MINI)

@@ -164,6 +164,27 @@ def test_an_engine_prepared_for_a_call_is_the_one_it_runs_on(model):
     assert_same(fast(model, PROMPTS, SAMPLED, seeds), got)
 
 
+def test_resident_engines_released_between_calls_are_built_again_with_the_same_completions(model):
+    # The loop's flow evaluates once an iteration and releases its engine in between, for the GPU worker.
+    from aitp.policies.fast.resident import _RESIDENT, release_engines, sample_resident
+
+    _RESIDENT.clear()
+    seeds = [1, 2, 3, 4, 5]
+
+    def resident():
+        with torch.inference_mode():
+            return sample_resident(model, None, PROMPTS, SAMPLED, seeds, eos_ids=EOS, decode=decode, max_len=256)
+
+    first, _ = resident()
+    [(sampler, private)] = _RESIDENT.values()
+    release_engines()
+    assert sampler.engine is None and list(_RESIDENT.values()) == [(sampler, private)]  # the weights' copy stays
+    again, stats = resident()
+    assert sampler.engine is not None and stats.engine_s > 0
+    assert_same(first, again)
+    _RESIDENT.clear()
+
+
 def test_the_padding_pass_that_compiles_prefill_is_long_enough_runs_once_and_changes_no_completion(model, monkeypatch):
     # On CPU nothing compiles, so the pass runs here with a fuse that records each piece's input.
     monkeypatch.setattr(batching, "_PREFILL_COMPILED", set())
@@ -368,6 +389,30 @@ def test_capturing_the_steps_holds_no_more_memory_than_the_slots_were_sized_for(
     held = torch.cuda.memory_reserved() - before
     # Each bucket warms up before its capture; that memory must not stay held beside the graphs' pool.
     assert held <= slots * bytes_per_row(weights, positions, max_tokens) + (256 << 20)
+
+
+@pytest.mark.gpu
+@cuda
+def test_a_released_engine_hands_its_memory_back_and_its_rebuild_compiles_nothing():
+    from torch._dynamo.utils import counters
+
+    gpu = tiny_llama("cuda", torch.bfloat16, vocab=49152)
+    sampler, params = FastSampler(gpu), SamplingParams(n=4, temperature=1.0, max_tokens=32)
+    prompts, seeds = PROMPTS * 40, list(range(200))  # 800 rows, as the loop's evaluation
+    with torch.inference_mode():
+        first = sampler.sample(prompts, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
+        engine = sampler.engine
+        held = engine.slots * bytes_per_row(sampler.weights, engine.positions, engine.max_tokens)
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_reserved()
+        del engine
+        sampler.release()
+        freed = before - torch.cuda.memory_reserved()
+        graphs = counters["stats"]["unique_graphs"]
+        again = sampler.sample(prompts, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
+    assert freed >= 0.5 * held  # the cache, buffers and captured steps' pool went back to the driver
+    assert counters["stats"]["unique_graphs"] == graphs  # capturing the new engine compiled nothing
+    assert_same(first, again)
 
 
 @pytest.mark.gpu

@@ -43,7 +43,7 @@ def test_gpu_workers_warm_their_decoder_before_the_first_shard(tmp_path):
 
 @pytest.mark.skipif(visible_gpus() == 0, reason="needs a CUDA device")
 def test_a_worker_prepared_for_a_rollout_runs_it_on_the_engine_it_built():
-    # The loop has its GPU worker build the next iteration's engine while it evaluates; the
+    # The loop has its GPU worker build the next iteration's engine once it has judged this one; the
     # iteration's first shard must then run on that engine, building nothing.
     pytest.importorskip("transformers")
     from aitp.policies.spec import PolicyLoadError, smollm2_gguf

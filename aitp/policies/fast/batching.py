@@ -157,6 +157,18 @@ class FastSampler:
             return cap
         return min(cap, rows_for_memory(self.weights, positions, max_tokens, top_p))
 
+    def release(self) -> None:
+        """Drop the engine (slots, cache, captured steps) and hand its GPU memory back to the driver.
+
+        A process that samples now and then (the loop's flow evaluates once an iteration) would keep
+        its engine's GiBs in between, beside a GPU worker that sizes its slots to the memory it finds
+        free. The next call builds an engine again and captures its steps; nothing compiles again (the
+        compiled pieces take the engine's tensors as arguments).
+        """
+        self.engine = None
+        if self.weights.device.type == "cuda":
+            torch.cuda.empty_cache()
+
     def _engine(self, rows: int, positions: int, max_tokens: int, top_p: float, eos_ids: set[int]) -> Engine:
         eng = self.engine
         if eng is not None and eng.fits(positions, max_tokens, eos_ids):

@@ -67,3 +67,10 @@ def resident_engines() -> list[Engine]:
     """The engines of this process's resident decoders (slots, cache width): what a call ran on."""
     with _LOCK:
         return [sampler.engine for sampler, _ in _RESIDENT.values() if sampler.engine is not None]
+
+
+def release_engines() -> None:
+    """Release every resident decoder's engine (`FastSampler.release`); the private weights stay, ready."""
+    with _LOCK:
+        for sampler, _ in _RESIDENT.values():
+            sampler.release()

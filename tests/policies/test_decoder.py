@@ -399,18 +399,21 @@ def test_a_released_engine_hands_its_memory_back_and_its_rebuild_compiles_nothin
     gpu = tiny_llama("cuda", torch.bfloat16, vocab=49152)
     sampler, params = FastSampler(gpu), SamplingParams(n=4, temperature=1.0, max_tokens=32)
     prompts, seeds = PROMPTS * 40, list(range(200))  # 800 rows, as the loop's evaluation
-    with torch.inference_mode():
-        first = sampler.sample(prompts, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
-        engine = sampler.engine
-        held = engine.slots * bytes_per_row(sampler.weights, engine.positions, engine.max_tokens)
+
+    def reserved():
         torch.cuda.synchronize()
-        before = torch.cuda.memory_reserved()
-        del engine
+        torch.cuda.empty_cache()
+        return torch.cuda.memory_reserved()
+
+    with torch.inference_mode():
+        before = reserved()
+        first = sampler.sample(prompts, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
+        took = reserved() - before  # the engine: cache, buffers, the captured steps' pool
         sampler.release()
-        freed = before - torch.cuda.memory_reserved()
+        left = reserved() - before
         graphs = counters["stats"]["unique_graphs"]
         again = sampler.sample(prompts, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
-    assert freed >= 0.5 * held  # the cache, buffers and captured steps' pool went back to the driver
+    assert took > 100 << 20 and left <= 0.05 * took  # what the engine held went back to the driver
     assert counters["stats"]["unique_graphs"] == graphs  # capturing the new engine compiled nothing
     assert_same(first, again)
 

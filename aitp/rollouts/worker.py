@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dask.sizeof import sizeof
+from distributed import get_worker
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from aitp.envs.groups import ScoredGroup, score_group
@@ -26,6 +27,7 @@ from aitp.envs.items import Item
 from aitp.envs.prompt import SYSTEM_PROMPT, build_messages
 from aitp.policies.base import Completion, Messages, Policy, Preparable, SamplingParams
 from aitp.policies.spec import PolicySpec
+from aitp.rollouts.cluster import wants_cuda
 from aitp.rollouts.shards import group_id, sample_seed
 from aitp.tokenizer import load_token_counter
 
@@ -87,11 +89,9 @@ def spec_key(spec: PolicySpec | str | dict[str, Any], device: str | None) -> str
 
 def _in_dask_worker() -> bool:
     try:
-        from distributed import get_worker
-
         get_worker()
         return True
-    except (ImportError, ValueError):
+    except ValueError:  # not in a Dask worker
         return False
 
 
@@ -108,6 +108,8 @@ def load_cached_policy(spec: PolicySpec | str | dict[str, Any], device: str | No
                 import torch
 
                 torch.set_num_threads(max(1, int(threads)))
+            if wants_cuda(device):
+                stop_worker_profiler()
             from aitp.policies.loading import load_policy
 
             policy = load_policy(spec, device=device)
@@ -117,13 +119,32 @@ def load_cached_policy(spec: PolicySpec | str | dict[str, Any], device: str | No
         return policy
 
 
+def stop_worker_profiler() -> bool:
+    """Stop this Dask worker's statistical profiler, if it runs one; whether one was asked to stop.
+
+    Every 10 ms (Dask's default) the worker's event loop takes the interpreter lock and walks the
+    stack of each running task. On a GPU worker that task is a host loop feeding the decoder: prefill
+    passes, first tokens and row bookkeeping between blocks of captured steps, where every stall
+    leaves the card idle. A profile of an in-loop call on one H100 showed the event loop and the
+    profiler active throughout it (hundreds of wake-ups a second). The profiler only feeds the
+    dashboard's profile page. The stop is queued on the worker's event loop, its own thread.
+    """
+    try:
+        worker = get_worker()
+    except ValueError:  # not in a Dask worker
+        return False
+    callbacks = [worker.periodic_callbacks.get(name) for name in ("profile", "profile-cycle")]
+    running = [pc for pc in callbacks if pc is not None and pc.is_running()]
+    for pc in running:
+        worker.loop.add_callback(pc.stop)
+    return bool(running)
+
+
 def worker_name() -> str:
     """This worker's name as Dask knows it, else host:pid outside Dask."""
     try:
-        from distributed import get_worker
-
         return str(get_worker().name)
-    except (ImportError, ValueError):
+    except ValueError:  # not in a Dask worker
         return f"{socket.gethostname()}:{os.getpid()}"
 
 

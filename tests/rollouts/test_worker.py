@@ -62,6 +62,27 @@ def test_worker_plugin_warms_the_cache(tmp_path):
             assert worker.spec_key(path, "cpu") in worker._POLICIES
 
 
+def test_a_gpu_policy_stops_its_worker_s_statistical_profiler_and_a_cpu_policy_does_not(tmp_path, monkeypatch):
+    from distributed import Client, LocalCluster
+
+    def profiling():
+        pcs = worker.get_worker().periodic_callbacks
+        return [pcs[name].is_running() for name in ("profile", "profile-cycle")]
+
+    assert not worker.stop_worker_profiler()  # outside a Dask worker: nothing to stop
+    path = str(make_tiny_checkpoint(tmp_path / "ckpt"))
+    # No GPU here: the policy is loaded on CPU under a CUDA key, the worker and its profiler are real.
+    monkeypatch.setattr("aitp.policies.loading.load_policy", lambda spec, device: object())
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        with Client(cluster, set_as_default=False) as client:
+            assert client.submit(profiling, pure=False).result() == [True, True]
+            client.submit(worker.load_cached_policy, path, "cpu", pure=False).result()
+            assert client.submit(profiling, pure=False).result() == [True, True]
+            client.submit(worker.load_cached_policy, path, "cuda", pure=False).result()
+            assert client.submit(profiling, pure=False).result() == [False, False]  # stopped on its own loop
+    worker._POLICIES.pop(worker.spec_key(path, "cuda"))
+
+
 def test_warming_loads_the_policy_and_samples_with_the_rollout_settings(tmp_path):
     path = str(make_tiny_checkpoint(tmp_path / "ckpt"))
     import gc

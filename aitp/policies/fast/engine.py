@@ -37,6 +37,21 @@ def compiled(fn):
     return _COMPILED[fn]
 
 
+_WARM_UP_STREAMS: dict[torch.device, torch.cuda.Stream] = {}
+
+
+def warm_up_stream(device: torch.device) -> torch.cuda.Stream:
+    """The one stream per device that every engine's captures warm up on.
+
+    An engine is rebuilt whenever its process releases it (the loop's flow: every evaluation). What a
+    stream keeps for as long as the process lives (library workspaces such as cuBLAS's) is then kept
+    once, not once for each stream torch's pool hands out.
+    """
+    if device not in _WARM_UP_STREAMS:
+        _WARM_UP_STREAMS[device] = torch.cuda.Stream(device)
+    return _WARM_UP_STREAMS[device]
+
+
 class GpuMemoryError(AitpError):
     """Not even one row fits in the GPU memory that is free."""
 
@@ -113,7 +128,6 @@ class Engine:
         self.attend = attention(self.cache, weights.head_dim**-0.5, weights.cos, weights.sin, weights.n_heads)
         self.captured: dict[tuple[int, float, float], torch.cuda.CUDAGraph] = {}
         self.pool = None
-        self.side = None  # the stream every capture warms up on (made on first capture)
 
     def fits(self, positions: int, max_tokens: int, eos_ids: set[int]) -> bool:
         """Whether this engine's cache and buffers are wide enough for a call (and it stops on the same ids)."""
@@ -162,12 +176,11 @@ class Engine:
     def _capture(self, key: tuple[int, float, float]) -> torch.cuda.CUDAGraph:
         b, temperature, top_p = key
         saved = [t[:b].clone() for t in self.state]
-        if self.side is None:
-            self.side = torch.cuda.Stream(self.weights.device)
-        self.side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(self.side):  # warm-up outside the graph: library handles, kernel choices
+        side = warm_up_stream(self.weights.device)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up outside the graph: library handles, kernel choices
             self.step(b, temperature, top_p)
-        torch.cuda.current_stream().wait_stream(self.side)
+        torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
             self.step(b, temperature, top_p)

@@ -217,6 +217,7 @@ def test_a_call_says_where_its_time_went(model):
     assert (stats.rows, stats.slots) == (15, 4) and stats.admissions >= 4  # 15 rows through 4 slots
     parts = [stats.engine_s, stats.admit_s, stats.wait_s, stats.completions_s]
     assert min(parts) >= 0 and 0 < sum(parts) <= stats.seconds
+    assert 0 < stats.cpu_s and stats.new_segments == 0  # on the CPU no CUDA allocator is asked
     assert stats.as_dict()["rows"] == 15 and isinstance(stats.as_dict()["seconds"], float)
 
 

@@ -81,6 +81,8 @@ class CallStats:
     wait_s: float = 0.0  # reading the finished flags: mostly waiting for the GPU (stop strings: replays too)
     completions_s: float = 0.0  # building finished rows' completions, texts decoded
     seconds: float = 0.0  # the whole call
+    cpu_s: float = 0.0  # the calling thread's CPU time: well under `seconds` when it was switched out or blocked
+    new_segments: int = 0  # memory the CUDA allocator asked the driver for inside the call (each a cudaMalloc)
 
     @contextmanager
     def timing(self, phase: str) -> Iterator[None]:
@@ -156,6 +158,12 @@ class FastSampler:
         if self.weights.device.type != "cuda":
             return cap
         return min(cap, rows_for_memory(self.weights, positions, max_tokens, top_p))
+
+    def _segments(self) -> int:
+        """Segments the CUDA caching allocator of this sampler's device has ever taken from the driver (0 off CUDA)."""
+        if self.weights.device.type != "cuda":
+            return 0
+        return torch.cuda.memory_stats(self.weights.device).get("segment.all.allocated", 0)
 
     def release(self) -> None:
         """Drop the engine (slots, cache, captured steps) and hand its GPU memory back to the driver.
@@ -248,7 +256,7 @@ class FastSampler:
         # building completions); nothing made here forms cycles, so collect once at the end instead.
         collecting = gc.isenabled()
         gc.disable()
-        start = time.perf_counter()
+        start, cpu_start, segments = time.perf_counter(), time.thread_time(), self._segments()
         stats = self.last_call = CallStats(rows=len(prompt_ids) * n)
         try:
             if not prompt_ids or steps <= 0:
@@ -262,6 +270,7 @@ class FastSampler:
             return [batch.out[i * n : (i + 1) * n] for i in range(len(prompt_ids))]
         finally:
             stats.seconds = time.perf_counter() - start
+            stats.cpu_s, stats.new_segments = time.thread_time() - cpu_start, self._segments() - segments
             if collecting:
                 gc.enable()
 

@@ -1,3 +1,7 @@
 """aitp: an orchestrated eval -> filter -> train -> promote loop for verifiable reasoning and proving."""
 
+from aitp.cpu_kernels import pin_cpu_kernels
+
+pin_cpu_kernels()  # before any CPU kernel runs: the same numbers on AVX2 and AVX-512 machines
+
 __version__ = "0.1.0"

@@ -120,9 +120,10 @@ class ReasoningEnvironment:
         the loop closes the iteration and opens the next (seconds of records, plots and items), with
         the card as the first shard will find it: the same slots that shard would size, so the same
         rollouts, and the shard no longer spends a second or more building it. This process's own
-        evaluation engine is released first (~6 GiB at 800 held-out rows): on a card it shares with
-        the worker, the worker's slots are then sized as if the card were its own, so a shard admits
-        rows fewer times; the next evaluation builds its engine again in a fraction of a second.
+        evaluation engine is released first: on a card it shares with the worker, the engine would
+        otherwise hold its GiBs through the rest of the iteration (3 GiB with gpu.yaml on one H100,
+        where the worker's slots rose from 11,608 to 12,303). The next evaluation builds its engine
+        again (~0.5 s).
         """
         from aitp.policies.fast.resident import release_engines
         from aitp.rollouts.cluster import gpu_workers

@@ -407,18 +407,21 @@ def test_a_released_engine_hands_its_memory_back_and_its_rebuild_compiles_nothin
         return torch.cuda.memory_reserved()
 
     with torch.inference_mode():
-        # A first engine, released: what the process keeps on its first call (library workspaces of the
-        # streams it used) is not the engine's, and stays.
+        # The first call also leaves what the process keeps for the streams it used (library
+        # workspaces): measured from after its release, what is left must not grow from rebuild to rebuild.
         first = sampler.sample(prompts, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
         sampler.release()
         before = reserved()
         again = sampler.sample(prompts, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
-        took = reserved() - before  # the engine: cache, buffers, the captured steps' pool
+        held = reserved() - before  # the engine: cache, buffers, the captured steps' pool
         sampler.release()
         left = reserved() - before
         graphs = counters["stats"]["unique_graphs"]
         third = sampler.sample(prompts, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
-    assert took > 100 << 20 and left <= 0.05 * took  # what the engine held went back to the driver
+        sampler.release()
+        left_again = reserved() - before
+    assert held > 32 << 20 and left < held / 2  # most of the engine went back to the driver
+    assert left_again <= left  # a loop that releases every iteration does not grow
     assert counters["stats"]["unique_graphs"] == graphs  # capturing the new engine compiled nothing
     assert_same(first, again)
     assert_same(first, third)

@@ -188,9 +188,8 @@ class FastSampler:
                     return eng
             except GpuMemoryError:
                 return eng
-        self.engine = eng = None  # free the old cache before measuring what memory is free
-        if self.weights.device.type == "cuda":
-            torch.cuda.empty_cache()
+        eng = None  # with the local reference gone, releasing frees the old cache before memory is measured
+        self.release()
         slots = self.slots_for(rows, positions, max_tokens, top_p)
         self.engine = Engine(self.weights, slots, positions, max_tokens, eos_ids, self.graphs, self.fuse)
         if self.engine.fuse is not eager:

@@ -94,11 +94,20 @@ def plan_strategy(
 
 
 def deepspeed_config(plan: StrategyPlan) -> dict[str, Any]:
-    """The DeepSpeed config of a plan; Lightning adds precision, clipping and accumulation."""
+    """The DeepSpeed config of a plan; Lightning adds precision, clipping and accumulation.
+
+    One GPU sends no gradient anywhere, so ZeRO-2 there does not copy each gradient into a contiguous
+    bucket as backward makes it (SmolLM2: 272 copies a step, each launched from Python): an eager step
+    at the GPU recipe's batch waits on that host work (`benchmarks/README.md` has the rates). Offload
+    keeps the copies (DeepSpeed requires them), as does stage 3, whose partitioning goes through the
+    buckets. bf16 keeps DeepSpeed's overflow check, which skips a step whose gradients hold inf or NaN.
+    """
+    one_gpu = plan.devices == 1
+    copy_to_buckets = not one_gpu or plan.zero_stage == 3 or plan.offload != "none"
     zero: dict[str, Any] = {
         "stage": plan.zero_stage,
-        "contiguous_gradients": True,
-        "overlap_comm": plan.devices > 1,  # one GPU has no gradient traffic to hide
+        "contiguous_gradients": copy_to_buckets,
+        "overlap_comm": not one_gpu,  # one GPU has no gradient traffic to hide
         "reduce_bucket_size": 200_000_000,
         "allgather_bucket_size": 200_000_000,
     }

@@ -34,6 +34,18 @@ def test_cuda_gets_deepspeed_with_stage_and_offload_from_config(monkeypatch):
     assert stage3["zero_optimization"]["offload_param"]["device"] == "cpu"
 
 
+def test_one_gpu_s_zero_2_copies_no_gradient_into_buckets_where_nothing_needs_them(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_bf16_supported", lambda: True)
+
+    def copies(**plan) -> bool:
+        return deepspeed_config(plan_strategy(GPUS, **plan))["zero_optimization"]["contiguous_gradients"]
+
+    assert not copies(zero_stage=2, devices=1)  # nothing to communicate
+    assert copies(zero_stage=2, devices=2)  # buckets are what is reduced between GPUs
+    assert copies(zero_stage=2, devices=1, offload="optimizer")  # offload moves gradients through them
+    assert copies(zero_stage=3, devices=1)  # stage 3 partitions through them
+
+
 def test_zero_stage_0_is_plain_ddp_and_several_gpus_need_a_launched_process(monkeypatch):
     monkeypatch.setattr("torch.cuda.is_bf16_supported", lambda: True)
     monkeypatch.delenv("LOCAL_RANK", raising=False)

@@ -429,26 +429,6 @@ def test_a_released_engine_hands_its_memory_back_and_its_rebuild_compiles_nothin
 
 @pytest.mark.gpu
 @cuda
-def test_a_prepared_engine_s_first_call_takes_no_memory_from_the_driver_and_samples_the_same():
-    gpu = tiny_llama("cuda", torch.bfloat16, vocab=49152)
-    params = SamplingParams(n=16, temperature=1.0, max_tokens=32)
-    prompts = [[1 + (i + j) % 250 for j in range(3 + i % 40)] for i in range(400)]  # 6,400 rows
-    seeds = list(range(400))
-    sampler = FastSampler(gpu, max_slots=2048)  # several admissions, each sampling first tokens in chunks
-    with torch.inference_mode():
-        sampler.prepare(prompts, params, len(prompts) * params.n, eos_ids=EOS, max_len=256)
-        got = sampler.sample(prompts, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
-        stats = sampler.last_call
-        cold = FastSampler(gpu, max_slots=2048)
-        unprepared = cold.sample(prompts, params, seeds, eos_ids=EOS, decode=decode, max_len=256)
-    assert stats.admissions > 1 and stats.engine_s < 0.1  # the prepared engine, refilled
-    # At most a small block's segment (2 MiB); an unprepared engine's first call takes the large ones.
-    assert stats.new_segments <= 1
-    assert_same(unprepared, got)
-
-
-@pytest.mark.gpu
-@cuda
 def test_the_first_engine_compiles_prefill_so_a_long_prefill_later_compiles_nothing():
     from torch._dynamo.utils import counters
 

@@ -121,30 +121,6 @@ def compile_prefill(weights: LlamaWeights, engine: Engine, fuse: Callable | None
     return True
 
 
-def hold_admission_memory(weights: LlamaWeights, engine: Engine, params: SamplingParams, width: int) -> None:
-    """Run an admission's largest pieces once, into slot 0, so that the caching allocator keeps their memory.
-
-    Building an engine ends by handing the allocator's cached memory back to the driver (see
-    `Engine.capture_all`), so the first call on a new engine asked the driver for its admissions'
-    memory again, inside them: in the loop's first rollout call of an iteration (one H100), 13 new
-    allocator segments and 0.86 s of admitting against 0.39 s for the same call replayed warm. Run
-    where the engine is prepared ahead of that call, the driver's time moves off it. Like the
-    compiling pass, this writes only slot 0, which an admitted row overwrites before reading. The
-    pass is the widest an admission of `width`-token prompts runs; first tokens, as many rows as an
-    admission samples together.
-    """
-    width = max(1, min(width, engine.positions))
-    count = max(1, min(PREFILL_TOKENS // width, PREFILL_SCORES // (weights.n_heads * width * width)))
-    ids = torch.zeros(count, width, dtype=torch.long, device=weights.device)
-    lengths = torch.full((count,), width, dtype=torch.long, device=weights.device)
-    first = torch.zeros(1, dtype=torch.long, device=weights.device)
-    fuse = engine.fuse if ids.numel() >= FUSED_PREFILL_TOKENS else eager
-    logits = prefill(weights, engine.cache, ids, lengths, first, first, fuse)
-    rows = torch.zeros(FIRST_TOKEN_ROWS, dtype=torch.long, device=weights.device)
-    u = torch.full((FIRST_TOKEN_ROWS,), 0.5, dtype=torch.float64, device=weights.device)
-    pick(logits[rows], params.temperature, params.top_p, u)
-
-
 def to_device(host: Tensor, device: torch.device) -> Tensor:
     """A host tensor copied to `device` without making the host wait for the GPU's queued work.
 
@@ -249,17 +225,13 @@ class FastSampler:
         Building it sizes the slots to the memory free at that moment and captures every bucket's step
         (about a second at ten thousand slots). A GPU worker does this for the loop's next iteration
         while the loop closes the current one, so that the iteration's first call finds its engine
-        ready, and the memory its admissions take already held (`hold_admission_memory`). None when
-        the prompts leave no token to sample.
+        ready. None when the prompts leave no token to sample.
         """
         limits, positions = self._shape(prompt_ids, params, max_len)
         steps = max(limits, default=0)
         if rows <= 0 or steps <= 0:
             return None
-        engine = self._ready(rows, positions, steps, params, eos_ids)
-        if engine.graphs:  # CUDA: only its caching allocator goes to the driver mid-call
-            hold_admission_memory(self.weights, engine, params, max(map(len, prompt_ids)))
-        return engine
+        return self._ready(rows, positions, steps, params, eos_ids)
 
     def sample(
         self,

@@ -1,7 +1,7 @@
 """Training throughput and model FLOPs utilisation: DeepSpeed ZeRO-2 vs the plain single-GPU strategy, one call.
 
     python benchmarks/train.py [--model smollm2] [--steps 50] [--warmup 10] [--batches 128,192] [--seq 512]
-        [--compile reduce-overhead] [--strategies single,deepspeed] [--lm-head fused]
+        [--compile reduce-overhead] [--strategies single,deepspeed] [--lm-head fused] [--repeats 1]
 
 Every run trains the same model from the same seed on the same synthetic token batches through
 `aitp.train.module.PolicyModule` and the strategy that `aitp.train.strategy` builds, in bf16
@@ -16,6 +16,11 @@ module's GPU loss (`aitp.train.logprobs`: output layer and cross-entropy in chun
 times the unfused head in the same run (full bf16 logits, fp32 cross-entropy) by switching the fused one off.
 Tokens/s counts every token of the timed steps (after `--warmup` steps).
 
+The same setting's rate moves from run to run in one process (on one H100, plain at 32 x 256 eager: 54k to
+63k tokens/s), by about as much as the gap between the strategies. `--repeats N` runs every setting N
+times, the strategies in the given order, then reversed, and so on. Each row's "vs plain" is against the
+plain run of its own repeat, and a last table gives each setting's median rate per strategy and their ratio.
+
 MFU = model FLOPs per second / peak, two ways: `6N` counts 6 * parameters (embedding included: it
 is the tied output layer's matrix) per token; `6N+attn` adds attention's score and value products,
 12 * layers * width * sequence per token (the PaLM count, causal masking not discounted). The peak
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import statistics
 import time
 
 import torch
@@ -154,20 +160,74 @@ def table(rows: list[dict], args) -> None:
         f"8192^3 bf16 matmul measured {measured / 1e12:.0f} TFLOP/s.\n"
     )
     print(
-        "| strategy | compile | head | attention | batch x seq | tokens/s | MFU 6N | MFU 6N+attn "
+        "| strategy | compile | head | attention | batch x seq | repeat | tokens/s | MFU 6N | MFU 6N+attn "
         "| MFU 6N+attn (measured peak) | vs plain | peak GPU memory | last loss |"
     )
-    print("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        key = ("batch", "compile", "head", "attention")
+        key = ("batch", "compile", "head", "attention", "repeat")
         same = [p for p in rows if all(p[k] == r[k] for k in key)]
         plain = next((p for p in same if p["strategy"].startswith("single")), None)
         ratio = f"{r['tokens_per_s'] / plain['tokens_per_s']:.2f}x" if plain else "n/a"
         mfu = [f"{100 * r[k] / peak:.1f}%" if peak else "n/a" for k in ("flops_6n", "flops_attn")]
+        measured_mfu = f"{100 * r['flops_attn'] / measured:.1f}%"
         print(
             f"| {r['strategy']} | {r['compile']} | {r['head']} | {r['attention']} | {r['batch']} x {args.seq} | "
-            f"{r['tokens_per_s']:,.0f} | {mfu[0]} | {mfu[1]} | {100 * r['flops_attn'] / measured:.1f}% | {ratio} | "
+            f"{r['repeat'] + 1} | {r['tokens_per_s']:,.0f} | {mfu[0]} | {mfu[1]} | {measured_mfu} | {ratio} | "
             f"{r['peak_mem_gib']:.1f} GiB | {r['loss']:.3f} |"
+        )
+
+
+def runs(names: list[str], compiled: bool | str, head: str, attention: str, args) -> list[dict]:
+    """One run per strategy, in order; a failed one (say, out of memory) is reported and skipped."""
+    out = []
+    for name in names:
+        try:
+            out.append(run(name, compiled, head, attention, args))
+        except Exception as exc:
+            print(f"FAILED {name} {compiled} {head} {attention} batch={args.batch}: {type(exc).__name__}: {exc}")
+            torch._dynamo.reset()
+            torch.cuda.empty_cache()
+            continue
+        print(out[-1], flush=True)
+    return out
+
+
+def alternating(names: list[str]):
+    """The strategies' order for each repeat: as given, reversed, as given, ..."""
+    while True:
+        yield names
+        yield names[::-1]
+
+
+def medians(rows: list[dict]) -> list[dict]:
+    """Per setting (batch, compile, head, attention): each strategy's median tokens/s over its repeats and,
+    where both ran, ZeRO-2's median over plain's."""
+    key = ("batch", "compile", "head", "attention")
+    out = []
+    for setting in dict.fromkeys(tuple(r[k] for k in key) for r in rows):
+        runs = [r for r in rows if tuple(r[k] for k in key) == setting]
+        rate = {}
+        for name in dict.fromkeys(r["strategy"] for r in runs):
+            rate[name] = statistics.median(r["tokens_per_s"] for r in runs if r["strategy"] == name)
+        plain = next((v for k, v in rate.items() if k.startswith("single")), None)
+        for name, value in rate.items():
+            n = sum(r["strategy"] == name for r in runs)
+            ratio = value / plain if plain else None
+            out.append({**dict(zip(key, setting)), "strategy": name, "runs": n, "median": value, "vs_plain": ratio})
+    return out
+
+
+def summary(rows: list[dict], args) -> None:
+    """Print the medians table (only with `--repeats` above 1)."""
+    print(f"\nMedians over {args.repeats} repeats (strategies in alternating order):\n")
+    print("| strategy | compile | head | attention | batch x seq | runs | median tokens/s | vs plain (medians) |")
+    print("| --- | --- | --- | --- | --- | ---: | ---: | ---: |")
+    for m in medians(rows):
+        ratio = f"{m['vs_plain']:.2f}x" if m["vs_plain"] else "n/a"
+        print(
+            f"| {m['strategy']} | {m['compile']} | {m['head']} | {m['attention']} | {m['batch']} x {args.seq} | "
+            f"{m['runs']} | {m['median']:,.0f} | {ratio} |"
         )
 
 
@@ -189,24 +249,27 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=1024, help="tiny model only")
     parser.add_argument("--heads", type=int, default=16, help="tiny model only")
     parser.add_argument("--strategies", default="single,deepspeed", help="comma-separated: single, deepspeed")
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="runs of every setting, strategies in alternating order (median table)"
+    )
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1 (got {args.repeats})")
     if not torch.cuda.is_available():
         raise SystemExit("benchmarks/train.py needs a CUDA GPU")
     rows = []
     for batch in [int(b) for b in args.batches.split(",")]:
         for compiled in [{"on": True, "off": False}.get(c, c) for c in args.compile.split(",")]:
             for head, attention in itertools.product(args.lm_head.split(","), args.attention.split(",")):
-                for name in args.strategies.split(","):
-                    try:
-                        row = run(name, compiled, head, attention, argparse.Namespace(**{**vars(args), "batch": batch}))
-                    except Exception as exc:  # one failed setting (say, out of memory) ends only its row
-                        print(f"FAILED {name} {compiled} {head} {attention} batch={batch}: {type(exc).__name__}: {exc}")
-                        torch._dynamo.reset()
-                        torch.cuda.empty_cache()
-                        continue
-                    rows.append({**row, "batch": batch})
-                    print(rows[-1], flush=True)
+                for repeat, names in zip(range(args.repeats), alternating(args.strategies.split(","))):
+                    setting = argparse.Namespace(**{**vars(args), "batch": batch})
+                    rows += [
+                        {**row, "batch": batch, "repeat": repeat}
+                        for row in runs(names, compiled, head, attention, setting)
+                    ]
     table(rows, args)
+    if args.repeats > 1:
+        summary(rows, args)
     if torch.distributed.is_initialized():  # DeepSpeed's process group
         torch.distributed.destroy_process_group()
 

@@ -166,7 +166,7 @@ class HFPolicy:
         self._rust_decodes: bool | None = None  # whether the Rust tokenizer's decode equals `_decode` (probed once)
         # The latest call's timings: the fast decoder's phases (`CallStats`), or the eager loop's rows and seconds;
         # and tokenising, when the call began from chats.
-        self.last_call: dict[str, float | int] | None = None
+        self.last_call: dict[str, float | int | list] | None = None
 
     @classmethod
     def from_path(

@@ -218,7 +218,11 @@ def test_a_call_says_where_its_time_went(model):
     parts = [stats.engine_s, stats.admit_s, stats.wait_s, stats.completions_s]
     assert min(parts) >= 0 and 0 < sum(parts) <= stats.seconds
     assert 0 < stats.cpu_s and stats.new_segments == 0  # on the CPU no CUDA allocator is asked
-    assert stats.as_dict()["rows"] == 15 and isinstance(stats.as_dict()["seconds"], float)
+    assert stats.admitted_rows[0] == 4 and sum(stats.admitted_rows) == 15  # the first fill, then the refills
+    assert len(stats.admit_each_s) == stats.admissions and sum(stats.admit_each_s) == pytest.approx(stats.admit_s)
+    record = stats.as_dict()
+    assert record["rows"] == 15 and isinstance(record["seconds"], float)
+    assert all(round(t, 3) == t for t in record["admit_each_s"])  # milliseconds, as the other timings
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -83,6 +83,9 @@ class CallStats:
     seconds: float = 0.0  # the whole call
     cpu_s: float = 0.0  # the calling thread's CPU time: well under `seconds` when it was switched out or blocked
     new_segments: int = 0  # memory the CUDA allocator asked the driver for inside the call (each a cudaMalloc)
+    # Each admission's rows and seconds, in order: tells the first fill of the slots from the refills after it.
+    admitted_rows: list[int] = field(default_factory=list)
+    admit_each_s: list[float] = field(default_factory=list)
 
     @contextmanager
     def timing(self, phase: str) -> Iterator[None]:
@@ -93,9 +96,15 @@ class CallStats:
         finally:
             setattr(self, phase, getattr(self, phase) + time.perf_counter() - start)
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> dict[str, float | int | list]:
         """The fields, seconds rounded to the millisecond."""
-        return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+        def rounded(value):
+            if isinstance(value, list):
+                return [rounded(v) for v in value]
+            return round(value, 3) if isinstance(value, float) else value
+
+        return {k: rounded(v) for k, v in asdict(self).items()}
 
 
 def compile_prefill(weights: LlamaWeights, engine: Engine, fuse: Callable | None = None) -> bool:
@@ -324,9 +333,12 @@ class _Batch:
             self._keep_timed(pending, stats)
 
     def _admit_timed(self, stats: CallStats) -> None:
+        first_row, spent = self.next_row, stats.admit_s
         with stats.timing("admit_s"):
             self._admit()
         stats.admissions += 1
+        stats.admitted_rows.append(self.next_row - first_row)
+        stats.admit_each_s.append(stats.admit_s - spent)
 
     def _keep_timed(self, pending: Ended, stats: CallStats) -> None:
         with stats.timing("completions_s"):

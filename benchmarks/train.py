@@ -259,10 +259,10 @@ def main() -> None:
         raise SystemExit("benchmarks/train.py needs a CUDA GPU")
     rows = []
     for batch in [int(b) for b in args.batches.split(",")]:
+        setting = argparse.Namespace(**{**vars(args), "batch": batch})
         for compiled in [{"on": True, "off": False}.get(c, c) for c in args.compile.split(",")]:
             for head, attention in itertools.product(args.lm_head.split(","), args.attention.split(",")):
                 for repeat, names in zip(range(args.repeats), alternating(args.strategies.split(","))):
-                    setting = argparse.Namespace(**{**vars(args), "batch": batch})
                     rows += [
                         {**row, "batch": batch, "repeat": repeat}
                         for row in runs(names, compiled, head, attention, setting)

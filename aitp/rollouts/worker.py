@@ -87,12 +87,12 @@ def spec_key(spec: PolicySpec | str | dict[str, Any], device: str | None) -> str
     return json.dumps({"spec": spec.model_dump(mode="json"), "device": device, "stamp": stamp}, sort_keys=True)
 
 
-def _in_dask_worker() -> bool:
+def _current_worker() -> Any:
+    """The Dask worker running this code, or None outside one."""
     try:
-        get_worker()
-        return True
+        return get_worker()
     except ValueError:  # not in a Dask worker
-        return False
+        return None
 
 
 def load_cached_policy(spec: PolicySpec | str | dict[str, Any], device: str | None = None) -> Policy:
@@ -102,7 +102,7 @@ def load_cached_policy(spec: PolicySpec | str | dict[str, Any], device: str | No
         policy = _POLICIES.pop(key, None)
         if policy is None:
             threads = os.environ.get("OMP_NUM_THREADS")
-            if threads and threads.isdigit() and _in_dask_worker():
+            if threads and threads.isdigit() and _current_worker() is not None:
                 # Each worker owns its share of the cores (the nanny sets OMP_NUM_THREADS=1); enforce it
                 # even if torch was imported before the variable was set.
                 import torch
@@ -129,9 +129,8 @@ def stop_worker_profiler() -> bool:
     profiler active throughout it (hundreds of wake-ups a second). The profiler only feeds the
     dashboard's profile page. The stop is queued on the worker's event loop, its own thread.
     """
-    try:
-        worker = get_worker()
-    except ValueError:  # not in a Dask worker
+    worker = _current_worker()
+    if worker is None:
         return False
     callbacks = [worker.periodic_callbacks.get(name) for name in ("profile", "profile-cycle")]
     running = [pc for pc in callbacks if pc is not None and pc.is_running()]
@@ -142,10 +141,8 @@ def stop_worker_profiler() -> bool:
 
 def worker_name() -> str:
     """This worker's name as Dask knows it, else host:pid outside Dask."""
-    try:
-        return str(get_worker().name)
-    except ValueError:  # not in a Dask worker
-        return f"{socket.gethostname()}:{os.getpid()}"
+    worker = _current_worker()
+    return f"{socket.gethostname()}:{os.getpid()}" if worker is None else str(worker.name)
 
 
 class PolicyPlugin(WorkerPlugin):

@@ -206,13 +206,13 @@ def medians(rows: list[dict]) -> list[dict]:
     key = ("batch", "compile", "head", "attention")
     out = []
     for setting in dict.fromkeys(tuple(r[k] for k in key) for r in rows):
-        runs = [r for r in rows if tuple(r[k] for k in key) == setting]
+        alike = [r for r in rows if tuple(r[k] for k in key) == setting]
         rate = {}
-        for name in dict.fromkeys(r["strategy"] for r in runs):
-            rate[name] = statistics.median(r["tokens_per_s"] for r in runs if r["strategy"] == name)
+        for name in dict.fromkeys(r["strategy"] for r in alike):
+            rate[name] = statistics.median(r["tokens_per_s"] for r in alike if r["strategy"] == name)
         plain = next((v for k, v in rate.items() if k.startswith("single")), None)
         for name, value in rate.items():
-            n = sum(r["strategy"] == name for r in runs)
+            n = sum(r["strategy"] == name for r in alike)
             ratio = value / plain if plain else None
             out.append({**dict(zip(key, setting)), "strategy": name, "runs": n, "median": value, "vs_plain": ratio})
     return out

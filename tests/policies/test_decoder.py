@@ -28,17 +28,10 @@ def decode(ids: list[int]) -> str:
     return " ".join(map(str, ids))
 
 
-def tiny_llama(device: str = "cpu", dtype=torch.float32, vocab: int = 300):
-    """A 2-layer random Llama (hidden 64, 4 query heads over 2 kv heads) with sharp logits."""
-    config = transformers.LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-    )
+def tiny_llama(device: str = "cpu", dtype=torch.float32, vocab: int = 300, **sizes):
+    """A 2-layer random Llama (hidden 64, 4 query heads over 2 kv heads unless `sizes` says) with sharp logits."""
+    shape = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2) | sizes
+    config = transformers.LlamaConfig(vocab_size=vocab, num_hidden_layers=2, max_position_embeddings=256, **shape)
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config)
     with torch.no_grad():  # sharper logits than the default init, so greedy choices are far from ties
@@ -485,17 +478,8 @@ def test_a_prefill_of_a_new_shape_costs_little_more_than_the_same_shape_again():
 
     from aitp.policies.fast.llama import prefill
 
-    config = transformers.LlamaConfig(  # SmolLM2's attention (9 query heads of 64 over 3 kv heads), 2 layers
-        vocab_size=300,
-        hidden_size=576,
-        intermediate_size=1536,
-        num_hidden_layers=2,
-        num_attention_heads=9,
-        num_key_value_heads=3,
-        max_position_embeddings=256,
-    )
-    torch.manual_seed(0)
-    weights = LlamaWeights(transformers.LlamaForCausalLM(config).to(device="cuda", dtype=torch.bfloat16).eval())
+    smollm2_attention = dict(hidden_size=576, intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3)
+    weights = LlamaWeights(tiny_llama("cuda", torch.bfloat16, **smollm2_attention))
     cache = weights.new_cache(256, 128)
 
     def seconds(n: int, width: int) -> float:

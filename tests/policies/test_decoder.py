@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from aitp.policies.base import SamplingParams
 from aitp.policies.fast import FastSampler, batching, supports
@@ -204,8 +205,6 @@ def test_the_padding_pass_that_compiles_prefill_is_long_enough_runs_once_and_cha
 
 def test_prefill_attention_never_goes_to_cudnn(model, monkeypatch):
     """cuDNN's attention builds a plan for each new shape, and each refill of a call prefills a new shape."""
-    import torch.nn.functional as F
-
     allowed, sdpa = [], F.scaled_dot_product_attention
 
     def recording(*args, **kwargs):
@@ -493,7 +492,8 @@ def test_a_prefill_of_a_new_shape_costs_little_more_than_the_same_shape_again():
 
     shapes = [(40 + 9 * i, 41 + 3 * i) for i in range(10)]
     with torch.inference_mode():
-        seconds(8, 17), seconds(131, 71)  # the largest pass first: later ones find their memory cached
+        seconds(8, 17)
+        seconds(131, 71)  # the largest pass first: later ones find their memory cached
         fresh = statistics.median(seconds(*s) for s in shapes)
         again = statistics.median(seconds(*s) for s in shapes)
     assert fresh - again < 0.025, (fresh, again)

@@ -100,7 +100,8 @@ def deepspeed_config(plan: StrategyPlan) -> dict[str, Any]:
     bucket as backward makes it (SmolLM2: 272 copies a step, each launched from Python): an eager step
     at the GPU recipe's batch waits on that host work (`benchmarks/README.md` has the rates). Offload
     keeps the copies (DeepSpeed requires them), as does stage 3, whose partitioning goes through the
-    buckets. bf16 keeps DeepSpeed's overflow check, which skips a step whose gradients hold inf or NaN.
+    buckets. bf16 keeps DeepSpeed's overflow check, which skips a step whose gradients hold inf or NaN (one
+    process does it, and the clipping norm, in one fused call each: `aitp.train.zero_one_gpu`).
     """
     one_gpu = plan.devices == 1
     copy_to_buckets = not one_gpu or plan.zero_stage == 3 or plan.offload != "none"
@@ -136,6 +137,6 @@ def build_strategy(plan: StrategyPlan) -> Any:
         raise StrategyError(
             "ZeRO training needs DeepSpeed: pip install 'aitp[gpu]', or set zero_stage: 0 for the plain strategy"
         ) from exc
-    from aitp.train.module import pl
+    from aitp.train.zero_one_gpu import ZeroStrategy
 
-    return pl.strategies.DeepSpeedStrategy(config=deepspeed_config(plan))
+    return ZeroStrategy(config=deepspeed_config(plan))

@@ -1,0 +1,86 @@
+"""ZeRO on one GPU: DeepSpeed's per-gradient checks, each done in one fused call.
+
+Before each step DeepSpeed's ZeRO-1/2 optimizer looks for inf or NaN in every gradient, one gradient
+at a time (eight ATen calls each), then computes the clipping norm one gradient at a time in float64.
+With SmolLM2's 272 parameters that is ~3,500 calls a step, each launched from Python. At the GPU
+recipe's eager batch on one H100 the host bounds the step (the GPU was busy 23 % of a ZeRO-2 step's
+span, 35 % of the plain strategy's), and those calls are a large part of what ZeRO-2 adds
+(`benchmarks/README.md`, training). Here both become one norm per gradient list, computed by a single
+fused call, as the plain strategy's clipping does.
+
+The meaning is kept: a step is skipped when any gradient element is inf or NaN (a gradient's L2 norm
+is then inf or NaN; it is also inf when the squares overflow float32, which takes elements of ~1e19,
+a step worth skipping), and the clipping norm is the L2 norm over all gradients, an invalid one
+reported as -1 as DeepSpeed's own does. Only a single process without offload, model parallelism or
+experts gets them: elsewhere the norms must be reduced across processes, which DeepSpeed's own do.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from aitp.train.module import pl
+
+
+def gradient_norms(grads: list[Tensor]) -> Tensor:
+    """Each gradient's L2 norm in float32, from one fused call (shape (len(grads),))."""
+    if not grads:
+        return torch.zeros(0)
+    return torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float32))
+
+
+def _overflow(self) -> Tensor:
+    """Whether any averaged gradient holds inf or NaN, as a one-element bool tensor on the device."""
+    grads = [g for i in range(len(self.bit16_groups)) for g in self.averaged_gradients.get(i) or () if g is not None]
+    if not grads:
+        return torch.zeros(1, dtype=torch.bool, device=self.device)
+    return (~torch.isfinite(gradient_norms(grads))).any().reshape(1)
+
+
+def _grad_norm(self, gradients: list[Tensor], params: list[Tensor], norm_type: float = 2) -> Tensor:
+    """The L2 norm over `gradients` (DeepSpeed's padding excluded); -1 where it is inf or NaN."""
+    if float(norm_type) != 2.0:
+        return type(self).get_grad_norm_direct(self, gradients, params, norm_type)
+    grads = [g for g in gradients if not getattr(g, "_zero_padding", False)]
+    if not grads:
+        return torch.zeros((), dtype=torch.float32, device=self.device)
+    total = torch.linalg.vector_norm(gradient_norms(grads))
+    return torch.where(torch.isfinite(total), total, torch.full_like(total, -1.0))
+
+
+def fuse_gradient_checks(optimizer: Any) -> bool:
+    """Give a one-process ZeRO-1/2 optimizer the fused checks; whether it took them.
+
+    Any other optimizer (offload, several processes, model parallelism, experts, another DeepSpeed
+    whose optimizer lacks what is replaced) keeps its own.
+    """
+    needed = ("has_overflow_partitioned_grads_serial", "get_grad_norm_direct", "averaged_gradients", "bit16_groups")
+    if not all(hasattr(optimizer, name) for name in needed):
+        return False
+    if getattr(optimizer, "cpu_offload", True) or getattr(optimizer, "has_moe_layers", True):
+        return False
+    if getattr(optimizer, "model_parallel_group", None) is not None or not _one_process(optimizer):
+        return False
+    optimizer.has_overflow_partitioned_grads_serial = types.MethodType(_overflow, optimizer)
+    optimizer.get_grad_norm_direct = types.MethodType(_grad_norm, optimizer)
+    return True
+
+
+def _one_process(optimizer: Any) -> bool:
+    import torch.distributed as dist
+
+    group = getattr(optimizer, "dp_process_group", None)
+    return not dist.is_initialized() or dist.get_world_size(group=group) == 1
+
+
+class ZeroStrategy(pl.strategies.DeepSpeedStrategy):
+    """Lightning's DeepSpeed strategy; once built, a one-process ZeRO optimizer gets the fused checks."""
+
+    def setup(self, trainer: Any) -> None:
+        super().setup(trainer)
+        engine = self.model  # the DeepSpeed engine, once set up
+        self.fused_checks = fuse_gradient_checks(getattr(engine, "optimizer", None))

@@ -1,0 +1,98 @@
+"""The fused gradient checks that a one-process ZeRO optimizer gets: the meaning of DeepSpeed's own.
+
+DeepSpeed itself needs a GPU here (its ZeRO optimizer is tested in test_deepspeed_gpu.py, -m gpu); these tests
+hold the replacements to DeepSpeed's semantics, written out below, on an object with the same attributes.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from aitp.train.zero_one_gpu import fuse_gradient_checks, gradient_norms
+
+
+def zero_optimizer(groups: dict[int, list[torch.Tensor]], **overrides) -> SimpleNamespace:
+    """The attributes of DeepSpeed's ZeRO-1/2 optimizer that the checks read, and its own two methods."""
+
+    def own_norm(gradients, params, norm_type=2):  # DeepSpeed's: float64 per gradient, -1 when invalid
+        total = math.sqrt(sum(float(torch.linalg.vector_norm(g.double())) ** 2 for g in gradients))
+        return torch.tensor(total if math.isfinite(total) else -1.0)
+
+    fields = {
+        "bit16_groups": [[None] * len(g) for g in groups.values()],
+        "averaged_gradients": dict(groups),
+        "device": "cpu",
+        "cpu_offload": False,
+        "has_moe_layers": False,
+        "model_parallel_group": None,
+        "dp_process_group": None,
+        "has_overflow_partitioned_grads_serial": lambda: None,
+        "get_grad_norm_direct": own_norm,
+    }
+    return SimpleNamespace(**(fields | overrides))
+
+
+def grads(*values: float, dtype=torch.bfloat16) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    out = [torch.randn(37, 11, dtype=dtype), torch.randn(300, dtype=dtype)]
+    for i, v in enumerate(values):
+        out[i % 2].view(-1)[5 + i] = v
+    return out
+
+
+def test_finite_gradients_are_no_overflow():
+    opt = zero_optimizer({0: grads(), 1: grads()[:1]})
+    assert fuse_gradient_checks(opt)
+    flag = opt.has_overflow_partitioned_grads_serial()
+    assert flag.shape == (1,) and flag.dtype == torch.bool and not flag.item()
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
+def test_one_inf_or_nan_element_is_an_overflow(bad):
+    opt = zero_optimizer({0: grads(), 1: grads(bad)})
+    assert fuse_gradient_checks(opt)
+    assert opt.has_overflow_partitioned_grads_serial().item()
+
+
+def test_the_clipping_norm_is_deepspeeds_to_float32_precision():
+    group = grads(dtype=torch.bfloat16) + grads(dtype=torch.float32)
+    padding = torch.full((64,), 1e3)
+    padding._zero_padding = True  # DeepSpeed's alignment padding is not a gradient
+    opt = zero_optimizer({0: group})
+    own = opt.get_grad_norm_direct(group, [])
+    assert fuse_gradient_checks(opt)
+    fused = opt.get_grad_norm_direct(group + [padding], [])
+    assert fused.dtype == torch.float32
+    assert float(fused) == pytest.approx(float(own), rel=1e-6)
+
+
+def test_an_invalid_clipping_norm_is_minus_one_as_deepspeeds():
+    opt = zero_optimizer({0: grads(math.nan)})
+    assert fuse_gradient_checks(opt)
+    assert float(opt.get_grad_norm_direct(grads(math.nan), [])) == -1.0
+    assert float(opt.get_grad_norm_direct(grads(math.inf), [])) == -1.0
+
+
+def test_gradient_norms_are_float32_from_bfloat16():
+    norms = gradient_norms(grads(dtype=torch.bfloat16))
+    assert norms.dtype == torch.float32 and norms.shape == (2,)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"cpu_offload": True}, {"has_moe_layers": True}, {"model_parallel_group": object()}],
+)
+def test_optimizers_that_reduce_across_processes_or_offload_keep_their_own_checks(overrides):
+    opt = zero_optimizer({0: grads()}, **overrides)
+    own = opt.get_grad_norm_direct
+    assert not fuse_gradient_checks(opt)
+    assert opt.get_grad_norm_direct is own
+
+
+def test_an_optimizer_without_the_replaced_methods_is_left_alone():
+    assert not fuse_gradient_checks(SimpleNamespace(averaged_gradients={}, bit16_groups=[]))
+    assert not fuse_gradient_checks(None)

@@ -1,7 +1,7 @@
 """Training throughput and model FLOPs utilisation: DeepSpeed ZeRO-2 vs the plain single-GPU strategy, one call.
 
     python benchmarks/train.py [--model smollm2] [--steps 50] [--warmup 10] [--batches 128,192] [--seq 512]
-        [--compile reduce-overhead] [--strategies single,deepspeed] [--lm-head fused] [--repeats 1]
+        [--compile reduce-overhead] [--strategies single,deepspeed,deepspeed-stock] [--lm-head fused] [--repeats 1]
 
 Every run trains the same model from the same seed on the same synthetic token batches through
 `aitp.train.module.PolicyModule` and the strategy that `aitp.train.strategy` builds, in bf16
@@ -14,7 +14,9 @@ loss) with torch.compile's default mode; `--compile reduce-overhead` (or `max-au
 that mode, reduce-overhead replaying each step's compiled kernels as CUDA graphs. `--lm-head fused` is the
 module's GPU loss (`aitp.train.logprobs`: output layer and cross-entropy in chunks, no full logits); `plain`
 times the unfused head in the same run (full bf16 logits, fp32 cross-entropy) by switching the fused one off.
-Tokens/s counts every token of the timed steps (after `--warmup` steps).
+Tokens/s counts every token of the timed steps (after `--warmup` steps). `deepspeed-stock` is ZeRO-2 as
+DeepSpeed itself steps it, without the shortcuts `aitp.train.zero_one_gpu` takes in one process, so that
+their worth is measured in the same run.
 
 The same setting's rate moves from run to run in one process (on one H100, plain at 32 x 256 eager: 54k to
 63k tokens/s), by about as much as the gap between the strategies. `--repeats N` runs every setting N
@@ -41,7 +43,7 @@ from rollouts import SMOLLM2_135M, matmul_tflops  # benchmarks/rollouts.py: the 
 from aitp.policies.tiny import TinyConfig, TinyTransformer
 from aitp.train import logprobs
 from aitp.train.module import PolicyModule, pl
-from aitp.train.strategy import Hardware, build_strategy, plan_strategy
+from aitp.train.strategy import Hardware, build_strategy, deepspeed_config, plan_strategy
 
 # Dense bf16 tensor-core peaks (vendor datasheets, SXM parts); MFU is left blank for other cards.
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
@@ -108,8 +110,11 @@ def _run(strategy_name: str, compiled: bool | str, head: str, args) -> dict:
     model, backend, vocab, layers, width = build_model(args)
     params = sum(p.numel() for p in model.parameters())
     hardware = Hardware("cuda", 1, torch.cuda.get_device_name(0))
-    zero = 2 if strategy_name == "deepspeed" else 0
+    zero = 2 if strategy_name.startswith("deepspeed") else 0
     plan = plan_strategy(hardware, zero_stage=zero, precision="bf16-mixed", devices=1, micro_batch_size=args.batch)
+    strategy = build_strategy(plan)
+    if strategy_name == "deepspeed-stock":  # DeepSpeed's own step, without aitp's one-process shortcuts
+        strategy = pl.strategies.DeepSpeedStrategy(config=deepspeed_config(plan))
     module = PolicyModule(model, backend, "sft", lr=1e-4, compile=compiled)
     # Hugging Face policies predict tokens 1..T from 0..T-1: one extra token keeps `--seq` positions per row.
     data = batches(args.steps, args.batch, args.seq + (backend == "hf"), vocab)
@@ -119,7 +124,7 @@ def _run(strategy_name: str, compiled: bool | str, head: str, args) -> dict:
     trainer = pl.Trainer(
         accelerator="cuda",
         devices=1,
-        strategy=build_strategy(plan),
+        strategy=strategy,
         precision=plan.precision,
         max_steps=args.steps,
         gradient_clip_val=1.0,
@@ -133,7 +138,7 @@ def _run(strategy_name: str, compiled: bool | str, head: str, args) -> dict:
     trainer.fit(module, train_dataloaders=loader)
     tokens_per_s = (args.steps - args.warmup) * args.batch * args.seq / timer.seconds
     row = {
-        "strategy": plan.describe().replace(" on 1xcuda", ""),
+        "strategy": plan.describe().replace(" on 1xcuda", "") + (", stock" if strategy_name.endswith("stock") else ""),
         "compile": compiled if isinstance(compiled, str) else ("on" if compiled else "off"),
         "head": head,
         "params": params,
@@ -248,13 +253,20 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=10, help="tiny model only")
     parser.add_argument("--d-model", type=int, default=1024, help="tiny model only")
     parser.add_argument("--heads", type=int, default=16, help="tiny model only")
-    parser.add_argument("--strategies", default="single,deepspeed", help="comma-separated: single, deepspeed")
+    parser.add_argument(
+        "--strategies",
+        default="single,deepspeed",
+        help="comma-separated: single, deepspeed, deepspeed-stock (ZeRO-2 without aitp's one-process shortcuts)",
+    )
     parser.add_argument(
         "--repeats", type=int, default=1, help="runs of every setting, strategies in alternating order (median table)"
     )
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1 (got {args.repeats})")
+    unknown = set(args.strategies.split(",")) - {"single", "deepspeed", "deepspeed-stock"}
+    if unknown:
+        parser.error(f"--strategies: unknown {', '.join(sorted(unknown))}; use single, deepspeed, deepspeed-stock")
     if not torch.cuda.is_available():
         raise SystemExit("benchmarks/train.py needs a CUDA GPU")
     rows = []

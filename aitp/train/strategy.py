@@ -101,7 +101,8 @@ def deepspeed_config(plan: StrategyPlan) -> dict[str, Any]:
     at the GPU recipe's batch waits on that host work (`benchmarks/README.md` has the rates). Offload
     keeps the copies (DeepSpeed requires them), as does stage 3, whose partitioning goes through the
     buckets. bf16 keeps DeepSpeed's overflow check, which skips a step whose gradients hold inf or NaN (one
-    process does it, and the clipping norm, in one fused call each: `aitp.train.zero_one_gpu`).
+    process does it, and the clipping norm, in one fused call each, and skips the reduction over itself:
+    `aitp.train.zero_one_gpu`).
     """
     one_gpu = plan.devices == 1
     copy_to_buckets = not one_gpu or plan.zero_stage == 3 or plan.offload != "none"

@@ -1,4 +1,4 @@
-"""ZeRO on one GPU: DeepSpeed's per-gradient checks, each done in one fused call.
+"""ZeRO on one GPU: DeepSpeed's per-gradient checks in one fused call each, and no reduction over one process.
 
 Before each step DeepSpeed's ZeRO-1/2 optimizer looks for inf or NaN in every gradient, one gradient
 at a time (eight ATen calls each), then computes the clipping norm one gradient at a time in float64.
@@ -6,13 +6,17 @@ With SmolLM2's 272 parameters that is ~3,500 calls a step, each launched from Py
 recipe's eager batch on one H100 the host bounds the step (the GPU was busy 23 % of a ZeRO-2 step's
 span, 35 % of the plain strategy's), and those calls are a large part of what ZeRO-2 adds
 (`benchmarks/README.md`, training). Here both become one norm per gradient list, computed by a single
-fused call, as the plain strategy's clipping does.
+fused call, as the plain strategy's clipping does. And after backward DeepSpeed "reduces" the gradients
+over the data-parallel group even when it holds one process: it copies them all into one flat tensor,
+divides it by one, all-reduces it with itself and copies each gradient back (272 copies). Over one
+process that changes nothing, so it is skipped.
 
 The meaning is kept: a step is skipped when any gradient element is inf or NaN (a gradient's L2 norm
 is then inf or NaN; it is also inf when the squares overflow float32, which takes elements of ~1e19,
 a step worth skipping), and the clipping norm is the L2 norm over all gradients, an invalid one
-reported as -1 as DeepSpeed's own does. Only a single process without offload, model parallelism or
-experts gets them: elsewhere the norms must be reduced across processes, which DeepSpeed's own do.
+reported as -1 as DeepSpeed's own does. Only a single process without offload, model parallelism,
+sequence parallelism or experts takes these shortcuts: elsewhere the gradients and norms must be
+reduced across processes, which DeepSpeed's own methods do.
 """
 
 from __future__ import annotations
@@ -52,21 +56,34 @@ def _grad_norm(self, gradients: list[Tensor], params: list[Tensor], norm_type: f
     return torch.where(torch.isfinite(total), total, torch.full_like(total, -1.0))
 
 
-def fuse_gradient_checks(optimizer: Any) -> bool:
-    """Give a one-process ZeRO-1/2 optimizer the fused checks; whether it took them.
+def _no_reduction(self, rank: Any, grads: list[Tensor], communication_data_type: torch.dtype, **_: Any) -> None:
+    """The average of each gradient over a group of one process: the gradient itself, left in place."""
+
+
+def take_one_process_shortcuts(optimizer: Any) -> bool:
+    """Give a one-process ZeRO-1/2 optimizer the fused checks and no reduction; whether it took them.
 
     Any other optimizer (offload, several processes, model parallelism, experts, another DeepSpeed
     whose optimizer lacks what is replaced) keeps its own.
     """
-    needed = ("has_overflow_partitioned_grads_serial", "get_grad_norm_direct", "averaged_gradients", "bit16_groups")
+    needed = (
+        "has_overflow_partitioned_grads_serial",
+        "get_grad_norm_direct",
+        "buffered_reduce_fallback",
+        "averaged_gradients",
+        "bit16_groups",
+    )
     if not all(hasattr(optimizer, name) for name in needed):
         return False
     if getattr(optimizer, "cpu_offload", True) or getattr(optimizer, "has_moe_layers", True):
         return False
     if getattr(optimizer, "model_parallel_group", None) is not None or not _one_process(optimizer):
         return False
+    if getattr(optimizer, "sequence_parallel_size", 1) != 1:  # its reduction divides by that size
+        return False
     optimizer.has_overflow_partitioned_grads_serial = types.MethodType(_overflow, optimizer)
     optimizer.get_grad_norm_direct = types.MethodType(_grad_norm, optimizer)
+    optimizer.buffered_reduce_fallback = types.MethodType(_no_reduction, optimizer)
     return True
 
 
@@ -78,9 +95,9 @@ def _one_process(optimizer: Any) -> bool:
 
 
 class ZeroStrategy(pl.strategies.DeepSpeedStrategy):
-    """Lightning's DeepSpeed strategy; once built, a one-process ZeRO optimizer gets the fused checks."""
+    """Lightning's DeepSpeed strategy; once built, a one-process ZeRO optimizer takes the shortcuts."""
 
     def setup(self, trainer: Any) -> None:
         super().setup(trainer)
         engine = self.model  # the DeepSpeed engine, once set up
-        self.fused_checks = fuse_gradient_checks(getattr(engine, "optimizer", None))
+        self.one_process_shortcuts = take_one_process_shortcuts(getattr(engine, "optimizer", None))

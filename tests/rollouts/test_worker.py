@@ -122,3 +122,33 @@ def test_dask_weighs_a_shard_by_its_rows():
 
     rows = [{"completion": "x" * 100, "sample_index": i} for i in range(1000)]
     assert sizeof(ShardRows(rows)) == sizeof(rows) > 100_000  # the worker's memory accounting sees the rows
+
+
+def test_releasing_the_gpu_workers_drops_their_decoder_engines_and_waits_for_it():
+    # No GPU here: the worker declares one and holds a real decoder engine on CPU; Dask is real.
+    transformers = pytest.importorskip("transformers")
+    import torch
+    from distributed import Client, LocalCluster
+
+    from aitp.policies.fast import resident
+    from aitp.rollouts.run import release_gpu_workers
+
+    config = transformers.LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2
+    )
+    model = transformers.LlamaForCausalLM(config).eval()
+    resident._RESIDENT.clear()
+    with torch.inference_mode():
+        resident.prepare_resident(model, None, [[1, 2, 3]], SamplingParams(n=2, max_tokens=4), 2, eos_ids={0})
+    assert len(resident.resident_engines()) == 1
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None, resources={"GPU": 1}
+    ) as cluster:
+        with Client(cluster, set_as_default=False) as client:
+            assert release_gpu_workers(client) == 1  # in-process worker: the engine built above
+            assert resident.resident_engines() == []
+            assert release_gpu_workers(client) == 0
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        with Client(cluster, set_as_default=False) as client:
+            assert release_gpu_workers(client) == 0  # no worker declares a GPU: nothing is sent
+    resident._RESIDENT.clear()

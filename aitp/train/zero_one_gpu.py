@@ -1,4 +1,4 @@
-"""ZeRO on one GPU: DeepSpeed's per-gradient checks in one fused call each, and no reduction over one process.
+"""ZeRO on one GPU: DeepSpeed's per-gradient checks fused, and the per-parameter work one process does not need skipped.
 
 Before each step DeepSpeed's ZeRO-1/2 optimizer looks for inf or NaN in every gradient, one gradient
 at a time (eight ATen calls each), then computes the clipping norm one gradient at a time in float64.
@@ -9,7 +9,9 @@ span, 35 % of the plain strategy's), and those calls are a large part of what Ze
 fused call, as the plain strategy's clipping does. And after backward DeepSpeed "reduces" the gradients
 over the data-parallel group even when it holds one process: it copies them all into one flat tensor,
 divides it by one, all-reduces it with itself and copies each gradient back (272 copies). Over one
-process that changes nothing, so it is skipped.
+process that changes nothing, so it is skipped. After each step DeepSpeed also points every weight
+at its place in the flat bf16 buffer again (three ATen calls and two `.data` assignments a weight),
+though the weights already view that buffer; only a weight that no longer does is pointed again.
 
 The meaning is kept: a step is skipped when any gradient element is inf or NaN (a gradient's L2 norm
 is then inf or NaN; it is also inf when the squares overflow float32, which takes elements of ~1e19,
@@ -60,8 +62,36 @@ def _no_reduction(self, rank: Any, grads: list[Tensor], communication_data_type:
     """The average of each gradient over a group of one process: the gradient itself, left in place."""
 
 
+def _update_moved_weights(self, group_index: int) -> None:
+    """DeepSpeed's `_update_model_bit16_weights` for the weights that no longer view their place in the flat buffer."""
+    flat = self.bit16_groups_flat[group_index]
+    places = zip(
+        self.round_robin_bit16_groups[group_index],
+        self.round_robin_bit16_meta[group_index],
+        self.round_robin_bit16_offsets[group_index],
+    )
+    for weight, meta, offset in places:
+        if not _views(weight, flat, offset, meta.shape):
+            weight.data = flat.narrow(0, offset, meta.numel()).view(meta.shape).data
+    reordered, order = self.round_robin_bit16_groups[group_index], self.round_robin_bit16_indices[group_index]
+    for index, weight in enumerate(self.bit16_groups[group_index]):
+        source = reordered[order[index]]
+        if weight is not source:
+            weight.data = source.data
+
+
+def _views(weight: Tensor, flat: Tensor, offset: int, shape: torch.Size) -> bool:
+    """Whether `weight` is the contiguous stretch of `flat` that starts at element `offset`, in `shape`."""
+    return (
+        weight.dtype == flat.dtype
+        and weight.shape == shape
+        and weight.is_contiguous()
+        and weight.data_ptr() == flat.data_ptr() + offset * flat.element_size()
+    )
+
+
 def take_one_process_shortcuts(optimizer: Any) -> bool:
-    """Give a one-process ZeRO-1/2 optimizer the fused checks and no reduction; whether it took them.
+    """Give a one-process ZeRO-1/2 optimizer the shortcuts (module docstring); whether it took them.
 
     Any other optimizer (offload, several processes, model parallelism, experts, another DeepSpeed
     whose optimizer lacks what is replaced) keeps its own.
@@ -70,8 +100,14 @@ def take_one_process_shortcuts(optimizer: Any) -> bool:
         "has_overflow_partitioned_grads_serial",
         "get_grad_norm_direct",
         "buffered_reduce_fallback",
+        "_update_model_bit16_weights",
         "averaged_gradients",
         "bit16_groups",
+        "bit16_groups_flat",
+        "round_robin_bit16_groups",
+        "round_robin_bit16_meta",
+        "round_robin_bit16_offsets",
+        "round_robin_bit16_indices",
     )
     if not all(hasattr(optimizer, name) for name in needed):
         return False
@@ -84,6 +120,7 @@ def take_one_process_shortcuts(optimizer: Any) -> bool:
     optimizer.has_overflow_partitioned_grads_serial = types.MethodType(_overflow, optimizer)
     optimizer.get_grad_norm_direct = types.MethodType(_grad_norm, optimizer)
     optimizer.buffered_reduce_fallback = types.MethodType(_no_reduction, optimizer)
+    optimizer._update_model_bit16_weights = types.MethodType(_update_moved_weights, optimizer)
     return True
 
 

@@ -27,8 +27,15 @@ def zero_optimizer(groups: dict[int, list[torch.Tensor]], **overrides) -> Simple
         for g, reduced in zip(grads, flat.split([g.numel() for g in grads])):
             g.copy_(reduced.view_as(g))
 
+    flat = torch.arange(12, dtype=torch.bfloat16)
+    weights = [flat.narrow(0, 0, 6).view(2, 3), flat.narrow(0, 6, 6).view(6)]
+
+    def own_update(group_index):  # DeepSpeed's: every weight pointed at its place again
+        for w, meta, offset in zip(weights, weights, (0, 6)):
+            w.data = flat.narrow(0, offset, meta.numel()).view(meta.shape).data
+
     fields = {
-        "bit16_groups": [[None] * len(g) for g in groups.values()],
+        "bit16_groups": [weights] + [[None] * len(g) for g in list(groups.values())[1:]],  # group 0: the flat buffer's
         "averaged_gradients": dict(groups),
         "device": "cpu",
         "cpu_offload": False,
@@ -39,8 +46,30 @@ def zero_optimizer(groups: dict[int, list[torch.Tensor]], **overrides) -> Simple
         "get_grad_norm_direct": own_norm,
         "buffered_reduce_fallback": own_reduction,
         "sequence_parallel_size": 1,
+        "_update_model_bit16_weights": own_update,
+        "bit16_groups_flat": [flat],
+        "round_robin_bit16_groups": [weights],
+        "round_robin_bit16_meta": [[torch.empty(w.shape, device="meta") for w in weights]],
+        "round_robin_bit16_offsets": [[0, 6]],
+        "round_robin_bit16_indices": [{0: 0, 1: 1}],
+        "weights": weights,
     }
     return SimpleNamespace(**(fields | overrides))
+
+
+class CountedCalls(torch.overrides.TorchFunctionMode):
+    """Records every torch function called inside it."""
+
+    def __enter__(self):
+        self.seen = []
+        return super().__enter__()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.seen.append(func)
+        return func(*args, **(kwargs or {}))
+
+    def count(self, func) -> int:
+        return self.seen.count(func)
 
 
 def grads(*values: float, dtype=torch.bfloat16) -> list[torch.Tensor]:
@@ -118,3 +147,36 @@ def test_the_reduction_over_one_process_leaves_every_gradient_as_deepspeeds_does
     opt.buffered_reduce_fallback(None, reduced_here, torch.bfloat16, elements_per_buffer=10**6)
     assert all(torch.equal(a, b) for a, b in zip(reduced_by_deepspeed, reduced_here))
     assert all(torch.equal(a, b) for a, b in zip(reduced_here, grads()))
+
+
+def test_after_a_step_only_weights_that_no_longer_view_the_flat_buffer_are_pointed_at_it_again():
+    opt = zero_optimizer({0: grads()})
+    first, second = opt.weights
+    assert take_one_process_shortcuts(opt)
+    in_place = first.data  # already views the flat buffer: left as it is
+    second.data = second.data.clone() * 0  # moved off the buffer, as a loaded state could leave it
+    with CountedCalls() as calls:
+        opt._update_model_bit16_weights(0)
+    assert calls.count(torch.Tensor.narrow) == 1  # the moved weight only
+    flat = opt.bit16_groups_flat[0]
+    assert first.data_ptr() == in_place.data_ptr() == flat.data_ptr()
+    assert second.data_ptr() == flat.data_ptr() + 6 * flat.element_size()
+    flat.add_(100)  # a step writes the buffer: both weights see it
+    assert torch.equal(first.flatten(), flat[:6]) and torch.equal(second, flat[6:])
+
+
+@pytest.mark.parametrize(
+    "moved",
+    [
+        lambda w: w.data.float(),  # another dtype
+        lambda w: w.data.view(3, 2).t(),  # the same place and shape, other strides
+    ],
+)
+def test_a_weight_at_its_place_in_another_layout_or_dtype_is_pointed_again(moved):
+    opt = zero_optimizer({0: grads()})
+    first, _ = opt.weights
+    assert take_one_process_shortcuts(opt)
+    first.data = moved(first)
+    opt._update_model_bit16_weights(0)
+    flat = opt.bit16_groups_flat[0]
+    assert first.dtype == flat.dtype and first.is_contiguous() and first.data_ptr() == flat.data_ptr()

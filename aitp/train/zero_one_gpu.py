@@ -83,7 +83,8 @@ def _update_moved_weights(self, group_index: int) -> None:
 def _views(weight: Tensor, flat: Tensor, offset: int, shape: torch.Size) -> bool:
     """Whether `weight` is the contiguous stretch of `flat` that starts at element `offset`, in `shape`."""
     return (
-        weight.dtype == flat.dtype
+        weight.device == flat.device
+        and weight.dtype == flat.dtype
         and weight.shape == shape
         and weight.is_contiguous()
         and weight.data_ptr() == flat.data_ptr() + offset * flat.element_size()

@@ -112,9 +112,10 @@ def _run(strategy_name: str, compiled: bool | str, head: str, args) -> dict:
     hardware = Hardware("cuda", 1, torch.cuda.get_device_name(0))
     zero = 2 if strategy_name.startswith("deepspeed") else 0
     plan = plan_strategy(hardware, zero_stage=zero, precision="bf16-mixed", devices=1, micro_batch_size=args.batch)
-    strategy = build_strategy(plan)
     if strategy_name == "deepspeed-stock":  # DeepSpeed's own step, without aitp's one-process shortcuts
         strategy = pl.strategies.DeepSpeedStrategy(config=deepspeed_config(plan))
+    else:
+        strategy = build_strategy(plan)
     module = PolicyModule(model, backend, "sft", lr=1e-4, compile=compiled)
     # Hugging Face policies predict tokens 1..T from 0..T-1: one extra token keeps `--seq` positions per row.
     data = batches(args.steps, args.batch, args.seq + (backend == "hf"), vocab)

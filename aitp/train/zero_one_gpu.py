@@ -33,9 +33,7 @@ from aitp.train.module import pl
 
 
 def gradient_norms(grads: list[Tensor]) -> Tensor:
-    """Each gradient's L2 norm in float32, from one fused call (shape (len(grads),))."""
-    if not grads:
-        return torch.zeros(0)
+    """Each gradient's L2 norm in float32, from one fused call (shape (len(grads),); `grads` not empty)."""
     return torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float32))
 
 

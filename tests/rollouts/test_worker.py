@@ -126,17 +126,15 @@ def test_dask_weighs_a_shard_by_its_rows():
 
 def test_releasing_the_gpu_workers_drops_their_decoder_engines_and_waits_for_it():
     # No GPU here: the worker declares one and holds a real decoder engine on CPU; Dask is real.
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     import torch
     from distributed import Client, LocalCluster
 
     from aitp.policies.fast import resident
     from aitp.rollouts.run import release_gpu_workers
+    from tests.policies.test_decoder import tiny_llama
 
-    config = transformers.LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2
-    )
-    model = transformers.LlamaForCausalLM(config).eval()
+    model = tiny_llama()
     resident._RESIDENT.clear()
     with torch.inference_mode():
         resident.prepare_resident(model, None, [[1, 2, 3]], SamplingParams(n=2, max_tokens=4), 2, eos_ids={0})

@@ -63,7 +63,7 @@ class LiveDisplay:
         elif kind == "progress" and self.tty:
             self.stream.write(f"\r          iter {p['iteration']:>2}  rollouts {p['done']}/{p['total']} items ")
             self.stream.flush()
-        elif kind == "rollouts" and p.get("text"):
+        elif kind in ("rollouts", "released") and p.get("text"):
             self._print(f"iter {p['iteration']:>2}  {p['text']}")
         elif kind == "rollouts":
             self._print(

@@ -98,8 +98,11 @@ class Environment(Protocol):
     def prepare(self, iteration: int, policy: PolicySpec, client: Any) -> None:
         """Get the workers ready, in the background, to act on the iteration's items (a hint: may do nothing)."""
 
-    def release(self, iteration: int, client: Any) -> None:
-        """Before the iteration trains: have the workers give back what acting held that training may need."""
+    def release(self, iteration: int, client: Any) -> str | None:
+        """Before the iteration trains: have the workers give back what acting held that training may need.
+
+        Returns a line for the loop's log saying what was given back, or None when nothing was asked.
+        """
 
     def summarize(self, home: Path, experiment: str, iteration: int) -> ActSummary:
         """What the iteration's committed acting produced (read back from the lake)."""

@@ -107,7 +107,9 @@ def run_iteration(
         stages.record(run, iteration, stage="rollouts", kept_group_rate=kept_rate)
         if not summary.kept:
             return _skip_training(run, iteration, summary.nothing_kept, kept_rate, steps, on_event, decided)
-    env.release(iteration, client)  # a worker sharing the training's card gives its decoder memory back
+    released = env.release(iteration, client)  # a worker sharing the training's card gives its decoder memory back
+    if released:
+        on_event("released", {"iteration": iteration, "text": released})
     try:
         checkpoint = timed("train", steps.train, run, iteration, base)
     except NoTrainingDataError as exc:  # nothing kept: the champion stays, the loop goes on

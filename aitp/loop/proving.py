@@ -241,8 +241,9 @@ class ProverEnvironment:
     def prepare(self, iteration: int, policy: PolicySpec, client: Any) -> None:
         """Nothing to ready ahead: a prover search starts its processes per job."""
 
-    def release(self, iteration: int, client: Any) -> None:
+    def release(self, iteration: int, client: Any) -> str | None:
         """Nothing to give back: a prover search's processes end with its job."""
+        return None
 
     def summarize(self, home: Path, experiment: str, iteration: int) -> ActSummary:
         """The iteration's train-slice figures from the `proof_search` view: searched, proved (re-checked), new vs

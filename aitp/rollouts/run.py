@@ -122,24 +122,38 @@ def prepare_gpu_workers(
     return _to_gpu_workers(client, gpus, policy, device, prepare_decoder, params, prompts, rows)
 
 
-def release_gpu_workers(client: Any, timeout_s: float = RELEASE_TIMEOUT_S) -> int:
-    """Have every GPU worker drop its decoder engines, and wait until they have; how many were dropped.
+def release_gpu_workers(client: Any, timeout_s: float = RELEASE_TIMEOUT_S) -> list[dict[str, float]]:
+    """Have every GPU worker drop its decoder engines, and wait until they have; each one's report.
 
     Each release holds its worker's GPU resource, so it runs once the worker's running task is done.
     The loop calls this before it trains, so that a training that shares a card with a worker finds
-    the card's memory free. A worker that has not answered within `timeout_s` is left as it is.
+    the card's memory free. A worker that has not answered within `timeout_s` is left as it is (and
+    has no report); the reports are `release_decoders`'s.
     """
     futures = [
         client.submit(release_decoders, workers=[addr], resources={GPU: 1}, pure=False)
         for addr in gpu_worker_addresses(client)
     ]
-    deadline, released = time.monotonic() + timeout_s, 0
+    deadline, reports = time.monotonic() + timeout_s, []
     for future in futures:
         try:
-            released += future.result(timeout=max(0.01, deadline - time.monotonic()))  # 0 would mean none
+            reports.append(future.result(timeout=max(0.01, deadline - time.monotonic())))  # 0 would mean none
         except TimeoutError:  # a worker still busy: the training goes ahead beside it
             pass
-    return released
+    return reports
+
+
+def describe_release(reports: list[dict[str, float]]) -> str:
+    """One line for the loop's log: engines dropped, GiB the cards gained, GiB the workers still hold."""
+    engines = int(sum(r["engines"] for r in reports))
+    text = f"released {engines} decoder engine(s) on {len(reports)} GPU worker(s)"
+    on_cuda = [r for r in reports if "freed_gib" in r]
+    if on_cuda:
+        freed = sum(r["freed_gib"] for r in on_cuda)
+        allocated = sum(r["allocated_gib"] for r in on_cuda)
+        reserved = sum(r["reserved_gib"] for r in on_cuda)
+        text += f": {freed:.1f} GiB back; still held: {allocated:.1f} GiB in tensors, {reserved:.1f} GiB reserved"
+    return text
 
 
 def _samples_on_gpu(policy: PolicySpec, device: str | None) -> bool:

@@ -197,19 +197,44 @@ def prepare_decoder(
     return policy.prepare(prompts, params, rows) if isinstance(policy, Preparable) else None
 
 
-def release_decoders() -> int:
-    """Drop this process's decoder engines and give their GPU memory back; how many there were.
+def release_decoders() -> dict[str, float]:
+    """Drop this process's decoder engines and give their GPU memory back; what that did.
 
     The loop sends this to its GPU workers before it trains: on a card a worker shares with the
     training, the engine (slots sized to nearly all the memory free when it was built) would leave
     the training too little. The next iteration's engine is built again once the trained model is
     judged (`prepare_decoder`); the decoder's compiled code and the model's private copy stay.
+
+    The answer says how many engines went, the GiB the card gained, and the GiB this process still
+    has in live tensors and in PyTorch's reserve: on one H100 the worker of a gpu.yaml loop kept about
+    45 GiB after every release (the size of its first engine), which those two figures place: a
+    tensor still referenced (allocated), memory PyTorch keeps (reserved), or neither.
     """
     from aitp.policies.fast.resident import release_engines, resident_engines
 
     held = len(resident_engines())
+    cuda = _cuda_in_use()
+    before = cuda.mem_get_info()[0] if cuda else 0
     release_engines()
-    return held
+    gc.collect()  # an engine held only by a reference cycle would otherwise keep its cache until a full collection
+    if cuda:
+        cuda.empty_cache()
+    report = {"engines": float(held)}
+    if cuda:
+        report |= {
+            "freed_gib": (cuda.mem_get_info()[0] - before) / 2**30,
+            "allocated_gib": cuda.memory_allocated() / 2**30,
+            "reserved_gib": cuda.memory_reserved() / 2**30,
+        }
+    return report
+
+
+def _cuda_in_use() -> Any:
+    """`torch.cuda` if this process has started CUDA, else None (a CPU worker never imports torch for this)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    return torch.cuda if torch is not None and torch.cuda.is_initialized() else None
 
 
 def rollout_shard(item_dicts: list[dict[str, Any]], spec: PolicySpec, ctx: RolloutContext) -> list[dict[str, Any]]:

@@ -74,16 +74,30 @@ def test_the_gpu_workers_release_their_decoders_before_an_iteration_that_acted_t
     # Dask worker in tests/rollouts/test_worker.py.
     env, sent = ReasoningEnvironment(LoopConfig.model_validate(MINI)), []
     monkeypatch.setattr("aitp.rollouts.cluster.gpu_workers", lambda client: 1)
-    monkeypatch.setattr("aitp.rollouts.run.release_gpu_workers", lambda client: sent.append(client))
-    env.release(0, object())  # iteration 0 does not act: its worker's warm-up overlaps the first training
-    env.release(1, None)  # no cluster
+    report = {"engines": 1.0, "freed_gib": 8.5, "allocated_gib": 44.02, "reserved_gib": 44.1}
+    monkeypatch.setattr("aitp.rollouts.run.release_gpu_workers", lambda client: sent.append(client) or [report])
+    assert (
+        env.release(0, object()) is None
+    )  # iteration 0 does not act: its worker's warm-up overlaps the first training
+    assert env.release(1, None) is None  # no cluster
     assert sent == []
     client = object()
-    env.release(1, client)
+    line = env.release(1, client)
     assert sent == [client]
+    assert line == (
+        "released 1 decoder engine(s) on 1 GPU worker(s): 8.5 GiB back; still held: 44.0 GiB in tensors, "
+        "44.1 GiB reserved"
+    )
     monkeypatch.setattr("aitp.rollouts.cluster.gpu_workers", lambda client: 0)
-    env.release(2, client)  # no GPU worker: nothing to release
+    assert env.release(2, client) is None  # no GPU worker: nothing to release
     assert sent == [client]
+
+
+def test_a_release_on_cpu_workers_says_what_went_without_memory_figures():
+    from aitp.rollouts.run import describe_release
+
+    assert describe_release([{"engines": 0.0}, {"engines": 2.0}]) == "released 2 decoder engine(s) on 2 GPU worker(s)"
+    assert describe_release([]) == "released 0 decoder engine(s) on 0 GPU worker(s)"
 
 
 def test_one_iteration_runs_in_process_without_prefect(tmp_path, monkeypatch):
@@ -94,10 +108,13 @@ def test_one_iteration_runs_in_process_without_prefect(tmp_path, monkeypatch):
     events, order = [], []
     # A hint recorded, not run: readying GPU workers is a GPU test (tests/rollouts/test_gpu.py).
     monkeypatch.setattr(ReasoningEnvironment, "prepare", lambda env, k, policy, client: order.append(("prepare", k)))
-    monkeypatch.setattr(ReasoningEnvironment, "release", lambda env, k, client: order.append(("release", k)))
+    line = "released 1 decoder engine(s) on 1 GPU worker(s)"
+    monkeypatch.setattr(ReasoningEnvironment, "release", lambda env, k, client: order.append(("release", k)) or line)
 
     def listen(kind, payload):
         events.append(kind)
+        if kind == "released":
+            order.append(("released", payload["text"]))
         if kind == "stage":
             order.append((payload["stage"], payload["state"]))
 
@@ -105,7 +122,8 @@ def test_one_iteration_runs_in_process_without_prefect(tmp_path, monkeypatch):
     assert row["status"] == "done" and row["promoted"] and row["champion_version"] == "1"
     # The next iteration's acting is readied once this model is judged: the GPU as the next shard finds it.
     assert order[-2:] == [("promote", "done"), ("prepare", 1)] and order.count(("prepare", 1)) == 1
-    assert order[order.index(("train", "start")) - 1] == ("release", 0)  # the workers' decoders go before training
+    before_training = order[: order.index(("train", "start"))]
+    assert before_training[-2:] == [("release", 0), ("released", line)]  # the workers' decoders go before training
     assert read_iteration(tmp_path, "mini", 0)["model_out"] == row["model_out"]
     assert {"stage", "iteration"} <= set(events)
     con = connect(tmp_path)

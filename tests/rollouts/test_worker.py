@@ -143,10 +143,10 @@ def test_releasing_the_gpu_workers_drops_their_decoder_engines_and_waits_for_it(
         n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None, resources={"GPU": 1}
     ) as cluster:
         with Client(cluster, set_as_default=False) as client:
-            assert release_gpu_workers(client) == 1  # in-process worker: the engine built above
+            assert release_gpu_workers(client) == [{"engines": 1.0}]  # in-process worker: the engine built above
             assert resident.resident_engines() == []
-            assert release_gpu_workers(client) == 0
+            assert release_gpu_workers(client) == [{"engines": 0.0}]
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         with Client(cluster, set_as_default=False) as client:
-            assert release_gpu_workers(client) == 0  # no worker declares a GPU: nothing is sent
+            assert release_gpu_workers(client) == []  # no worker declares a GPU: nothing is sent
     resident._RESIDENT.clear()

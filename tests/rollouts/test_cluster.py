@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 from distributed import Client
 
-from aitp.rollouts.cluster import NoCudaError, check_device, gpu_workers, loop_cluster, visible_gpus
+from aitp.rollouts.cluster import (
+    NoCudaError,
+    check_device,
+    gpu_allocator_settings,
+    gpu_workers,
+    local_cluster,
+    loop_cluster,
+    visible_gpus,
+)
 
 no_cuda = pytest.mark.skipif(visible_gpus() > 0, reason="checks a machine without CUDA")
 
@@ -39,3 +47,21 @@ def test_cuda_config_starts_one_gpu_worker_per_card_beside_cpu_workers():
         assert names == sorted([f"gpu-{i}" for i in range(n)] + ["cpu-0", "cpu-1"])
         cards = client.run(lambda: __import__("os").environ.get("CUDA_VISIBLE_DEVICES"))
         assert sorted(cards.values()) == sorted(["", ""] + [str(i) for i in range(n)])
+
+
+def test_gpu_workers_run_with_expandable_segments_and_cpu_workers_without(monkeypatch):
+    # A real local cluster; its GPU worker needs no card to start (it only declares the GPU resource).
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "garbage_collection_threshold:0.9")
+    with local_cluster(gpus=1, cpu_workers=1) as cluster, Client(cluster, set_as_default=False) as client:
+        client.wait_for_workers(2, timeout=60)
+        settings = client.run(lambda: __import__("os").environ.get("PYTORCH_CUDA_ALLOC_CONF"))
+        names = {addr: w["name"] for addr, w in client.scheduler_info(n_workers=-1)["workers"].items()}
+    by_name = {names[addr]: value for addr, value in settings.items()}
+    assert by_name["gpu-0"] == "garbage_collection_threshold:0.9,expandable_segments:True"
+    assert by_name["cpu-0"] == "garbage_collection_threshold:0.9"  # inherited, untouched
+
+
+def test_a_users_own_expandable_segments_setting_is_kept():
+    assert gpu_allocator_settings("") == "expandable_segments:True"
+    assert gpu_allocator_settings("expandable_segments:False") == "expandable_segments:False"
+    assert gpu_allocator_settings("max_split_size_mb:512") == "max_split_size_mb:512,expandable_segments:True"

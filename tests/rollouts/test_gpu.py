@@ -97,9 +97,10 @@ def test_a_released_worker_gives_its_engine_s_memory_back_to_the_card():
 @pytest.mark.skipif(visible_gpus() == 0, reason="needs a CUDA device")
 def test_a_worker_that_sampled_on_an_engine_sized_to_the_card_gives_it_all_back():
     # The loop's own sequence on one card: warm up, build an engine sized to the free memory ahead of
-    # a rollout larger than it, sample through it (refilling its slots), release. In the gpu.yaml loop
-    # on one H100 the worker kept ~45 GiB after every release (benchmarks/README.md, run M); a release
-    # must give back what the engine took.
+    # a rollout larger than it, sample through it (refilling its slots), release: a release must give
+    # back what the engine took. (This passed on one H100 even before the loop's GPU workers had
+    # expandable segments, when the loop's worker kept 43 GiB reserved: the loop pins segments with
+    # tensors this sequence does not make; benchmarks/README.md, in-loop rate.)
     import torch
 
     from aitp.rollouts.run import prepare_gpu_workers, release_gpu_workers, warm_gpu_workers

@@ -31,6 +31,7 @@ from aitp.rollouts.worker import (
 Progress = Callable[[int, int], None]
 DEFAULT_RETRIES = 2
 RELEASE_TIMEOUT_S = 120.0  # a release waits for its worker's running shard; the loop trains after it either way
+PINNED_RESERVE_GIB = 4.0  # free memory a released worker may keep in PyTorch's reserve before the log line says why
 
 
 class PolicyNotFoundError(AitpError):
@@ -153,6 +154,11 @@ def describe_release(reports: list[dict[str, float]]) -> str:
         allocated = sum(r["allocated_gib"] for r in on_cuda)
         reserved = sum(r["reserved_gib"] for r in on_cuda)
         text += f": {freed:.1f} GiB back; still held: {allocated:.1f} GiB in tensors, {reserved:.1f} GiB reserved"
+        if reserved - allocated > PINNED_RESERVE_GIB:  # fixed-size segments pinned by small live tensors
+            text += (
+                f" ({reserved - allocated:.1f} GiB free but kept from the card: start GPU workers with "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)"
+            )
     return text
 
 

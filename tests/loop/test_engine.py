@@ -100,6 +100,19 @@ def test_a_release_on_cpu_workers_says_what_went_without_memory_figures():
     assert describe_release([]) == "released 0 decoder engine(s) on 0 GPU worker(s)"
 
 
+def test_a_release_that_leaves_free_memory_reserved_names_the_allocator_setting():
+    from aitp.rollouts.run import describe_release
+
+    def report(allocated: float, reserved: float) -> dict[str, float]:
+        return {"engines": 1.0, "freed_gib": 8.3, "allocated_gib": allocated, "reserved_gib": reserved}
+
+    # The figures of a gpu.yaml worker on one H100 with the allocator's default segments, then with expandable ones.
+    pinned = describe_release([report(1.0, 43.3)])
+    assert pinned.startswith("released 1 decoder engine(s) on 1 GPU worker(s): 8.3 GiB back; still held: 1.0 GiB")
+    assert "42.3 GiB free but kept from the card" in pinned and "expandable_segments:True" in pinned
+    assert "expandable" not in describe_release([report(1.0, 1.1)])
+
+
 def test_one_iteration_runs_in_process_without_prefect(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     config = LoopConfig.model_validate(MINI)

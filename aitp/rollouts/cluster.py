@@ -73,6 +73,10 @@ def loop_cluster(device: str | None, workers: int | None = None, memory_limit: s
     return local_cluster(gpus=gpus, cpu_workers=cpus, memory_limit=memory_limit)
 
 
+EXPANDABLE_SEGMENTS = "expandable_segments:True"
+"""PyTorch's CUDA allocator setting (in `PYTORCH_CUDA_ALLOC_CONF`) that lets a GPU worker's released engine go back."""
+
+
 def gpu_allocator_settings(current: str) -> str:
     """PyTorch's CUDA allocator settings for a GPU worker: `current` with expandable segments on, unless it sets them.
 
@@ -85,7 +89,7 @@ def gpu_allocator_settings(current: str) -> str:
     """
     if "expandable_segments" in current:
         return current
-    return ",".join(part for part in (current, "expandable_segments:True") if part)
+    return ",".join(part for part in (current, EXPANDABLE_SEGMENTS) if part)
 
 
 def _worker_spec(resources: dict[str, int] | None, env: dict[str, str], memory_limit) -> dict:

@@ -18,7 +18,7 @@ from aitp.envs.prompt import SYSTEM_PROMPT, build_messages
 from aitp.errors import AitpError
 from aitp.policies.base import SamplingParams
 from aitp.policies.spec import PolicySpec
-from aitp.rollouts.cluster import GPU, dask_client, gpu_worker_addresses, gpu_workers, wants_cuda
+from aitp.rollouts.cluster import EXPANDABLE_SEGMENTS, GPU, dask_client, gpu_worker_addresses, gpu_workers, wants_cuda
 from aitp.rollouts.shards import cut_shards, default_shard_size
 from aitp.rollouts.worker import (
     RolloutContext,
@@ -157,7 +157,7 @@ def describe_release(reports: list[dict[str, float]]) -> str:
         if reserved - allocated > PINNED_RESERVE_GIB:  # fixed-size segments pinned by small live tensors
             text += (
                 f" ({reserved - allocated:.1f} GiB free but kept from the card: start GPU workers with "
-                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)"
+                f"PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE_SEGMENTS})"
             )
     return text
 

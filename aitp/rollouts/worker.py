@@ -219,10 +219,9 @@ def release_decoders() -> dict[str, float]:
     before = cuda.mem_get_info()[0] if cuda else 0
     release_engines()
     gc.collect()  # an engine held only by a reference cycle would otherwise keep its cache until a full collection
-    if cuda:
-        cuda.empty_cache()
     report = {"engines": float(held)}
     if cuda:
+        cuda.empty_cache()
         report |= {
             "freed_gib": (cuda.mem_get_info()[0] - before) / 2**30,
             "allocated_gib": cuda.memory_allocated() / 2**30,

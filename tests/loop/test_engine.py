@@ -76,9 +76,8 @@ def test_the_gpu_workers_release_their_decoders_before_an_iteration_that_acted_t
     monkeypatch.setattr("aitp.rollouts.cluster.gpu_workers", lambda client: 1)
     report = {"engines": 1.0, "freed_gib": 8.5, "allocated_gib": 44.02, "reserved_gib": 44.1}
     monkeypatch.setattr("aitp.rollouts.run.release_gpu_workers", lambda client: sent.append(client) or [report])
-    assert (
-        env.release(0, object()) is None
-    )  # iteration 0 does not act: its worker's warm-up overlaps the first training
+    # Iteration 0 does not act: its worker's warm-up overlaps the first training.
+    assert env.release(0, object()) is None
     assert env.release(1, None) is None  # no cluster
     assert sent == []
     client = object()

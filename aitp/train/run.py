@@ -72,7 +72,9 @@ class TrainResult:
     config: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
-    """Where `seconds` went: loading the base and encoding (`load_s`), `fit_s`, writing the checkpoint (`save_s`)."""
+    """Where `seconds` went, adding up to it: loading the base and encoding (`load_s`), building the trainer and its
+    strategy until the first step (`setup_s`: DeepSpeed's engine), the steps (`steps_s`), Lightning's teardown after
+    them (`teardown_s`: it moves the model and optimizer state off the GPU) and writing the checkpoint (`save_s`)."""
 
     @property
     def first_loss(self) -> float:
@@ -209,7 +211,7 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
     )
     ckpt_path, done = _resume_point(base, config, plan)
     loaded = time.perf_counter()
-    tokens = _TokenCounter()
+    progress = _FitProgress()
     _quiet_lightning()
     trainer = pl.Trainer(
         accelerator=plan.accelerator,
@@ -224,7 +226,7 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
-        callbacks=[tokens],
+        callbacks=[progress],
         default_root_dir=str(out.parent),
     )
     module.train()  # loaded policies are in eval mode; Lightning keeps a module's mode as it finds it
@@ -237,7 +239,7 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
             objective=config.objective,
             examples=len(examples),
             steps=trainer.global_step,
-            tokens=tokens.total * plan.devices,
+            tokens=progress.total * plan.devices,
             seconds=0.0,
             strategy=plan.describe(),
             device=detect_hardware().name,
@@ -245,7 +247,7 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
             losses=module.loss_history(config.grad_accum),
             config=config.model_dump(mode="json"),
             meta=meta or {},
-            phases={"load_s": round(loaded - start, 3), "fit_s": round(fitted - loaded, 3)},
+            phases={"load_s": round(loaded - start, 3), **progress.phases(loaded, fitted)},
         )
         _save(trainer, module, trainable, plan, out, result, examples, start)
     finally:
@@ -294,18 +296,48 @@ def _resume_point(base: Any, config: TrainConfig, plan: StrategyPlan) -> tuple[s
     return str(zero), int(read_record(path).get("steps", 0))
 
 
-class _TokenCounter(pl.Callback):
-    """Counts the tokens (padding excluded) this rank trained on."""
+class _FitProgress(pl.Callback):
+    """Counts the tokens (padding excluded) this rank trained on and marks when its steps began and ended.
+
+    A fit's time is mostly its steps on a warm process, but not always: DeepSpeed's engine takes seconds to
+    set up in a fresh one, and the loop's in-process fits ran slower than the same fit alone. The marks
+    split `fit` into setup, steps and teardown, so a training record says which.
+    """
 
     def __init__(self) -> None:
         self.counts: list[torch.Tensor] = []
+        self.began: float | None = None
+        self.ended: float | None = None
+
+    def on_train_start(self, trainer, module) -> None:
+        _synchronize(trainer)
+        self.began = time.perf_counter()
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
         self.counts.append(batch["attention_mask"].sum())  # read once at the end: no host sync per step
 
+    def on_train_end(self, trainer, module) -> None:
+        _synchronize(trainer)  # the steps' queued kernels belong to the steps
+        self.ended = time.perf_counter()
+
     @property
     def total(self) -> int:
         return int(torch.stack(self.counts).sum()) if self.counts else 0
+
+    def phases(self, called: float, returned: float) -> dict[str, float]:
+        """`setup_s`, `steps_s` and `teardown_s` of a `trainer.fit` called and returned at these times."""
+        began = self.began if self.began is not None else returned
+        ended = self.ended if self.ended is not None else returned
+        return {
+            "setup_s": round(began - called, 3),
+            "steps_s": round(ended - began, 3),
+            "teardown_s": round(returned - ended, 3),
+        }
+
+
+def _synchronize(trainer) -> None:
+    if trainer.strategy.root_device.type == "cuda":
+        torch.cuda.synchronize(trainer.strategy.root_device)
 
 
 def _save(trainer, module, trainable, plan: StrategyPlan, out: Path, result: TrainResult, examples, start) -> None:

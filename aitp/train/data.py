@@ -107,21 +107,26 @@ def _check_filtered(con, experiment: str, iteration: int, config: TrainConfig) -
         )
 
 
-def _demonstrations(con, params: dict[str, Any], config: TrainConfig) -> list[dict[str, Any]]:
+def demonstration(question: str, gold_answer: str, system_prompt: str | None) -> dict[str, str]:
+    """The prompt (chat messages as JSON) and completion of one demonstration (None: the environment's prompt)."""
     from aitp.envs.prompt import SYSTEM_PROMPT
 
-    system = SYSTEM_PROMPT if config.system_prompt is None else config.system_prompt
+    system = SYSTEM_PROMPT if system_prompt is None else system_prompt
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    return {"prompt": json.dumps(messages), "completion": demonstration_completion(gold_answer)}
+
+
+def _demonstrations(con, params: dict[str, Any], config: TrainConfig) -> list[dict[str, Any]]:
     out = []
     for row in _fetch(con, demonstrations_sql(config), params):
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": row.pop("question")}]
+        taught = demonstration(row.pop("question"), row.pop("gold_answer"), config.system_prompt)
         out.append(
             {
                 **row,
                 "group_id": None,
                 "sample_index": None,
                 "rejected_index": None,
-                "prompt": json.dumps(messages),
-                "completion": demonstration_completion(row.pop("gold_answer")),
+                **taught,
                 "rejected": None,
                 "score": None,
                 "rejected_score": None,

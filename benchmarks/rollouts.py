@@ -15,7 +15,9 @@ is then timed twice (above one row), since its first full-length call also grows
 `--gpus 2`: the rollout work `--work` (prompts x group size) once on one GPU, then split in halves
 over two processes, one per GPU, started together after both warmed up; the ratio is of wall times.
 Each side times `--repeats` calls (every process starts each one together with the others) and
-counts the median wall time.
+counts the median wall time. Every process measures the matmul rate before its warm-up, so both sides
+start from the same load (the one-GPU process's rate gives the roofline); `--json` keeps each card's
+call times.
 """
 
 from __future__ import annotations
@@ -175,8 +177,9 @@ def _worker(rank: int, world: int, args, barrier, results) -> None:
     prompts = make_prompts(prompts_count, args.prompt_tokens, SMOLLM2_135M["vocab_size"])
     mine = prompts[rank::world]
     model = build_model()
-    tflops = matmul_tflops() if world == 1 else None
-    roofline = tflops * 1e12 / (2 * sum(p.numel() for p in model.parameters())) if tflops else None
+    # Every process loads its card the same way before its warm-up: the matmul measurement is part of that.
+    tflops = matmul_tflops()
+    roofline = tflops * 1e12 / (2 * sum(p.numel() for p in model.parameters())) if world == 1 else None
     sampler = FastSampler(model)
     params = SamplingParams(n=n, temperature=1.0, max_tokens=args.new_tokens)
     spans = []
@@ -209,6 +212,8 @@ def spread(world: int, args) -> dict:
     tokens = sum(p["tokens"] for p in parts)
     cards = sorted({p["card"] for p in parts})
     out = dict(gpus=world, cards=cards, tokens=tokens, seconds=wall, walls=walls, tps=tokens / wall)
+    # each card's own call seconds: a slow card tells apart from a pair whose calls are all slow
+    out["calls"] = {p["rank"]: [round(end - start, 3) for start, end in p["spans"]] for p in parts}
     if parts[0]["roofline_tps"]:
         out["roofline_pct"] = 100 * out["tps"] / parts[0]["roofline_tps"]
     return out

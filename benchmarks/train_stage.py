@@ -61,7 +61,7 @@ def main() -> None:
     if args.steps:
         train = TrainConfig.model_validate({**train.model_dump(), "steps": args.steps})
     examples = demonstrations(config, args.per_task)
-    client = None
+    cluster = client = None
     if args.cluster == "idle":
         from distributed import Client
 
@@ -85,6 +85,7 @@ def main() -> None:
     finally:
         if client is not None:
             client.close()
+        if cluster is not None:
             cluster.close()
     if args.json:
         Path(args.json).write_text(json.dumps({"cluster": args.cluster, "fits": records}, indent=2))

@@ -9,6 +9,8 @@ Lightning: it takes examples, trains and saves, and is what a launched multi-GPU
 from __future__ import annotations
 
 import argparse
+import atexit
+import functools
 import gc
 import json
 import os
@@ -253,6 +255,7 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
     finally:
         if plan.deepspeed:
             _destroy_engine(trainer)
+            _destroy_process_group_at_exit()
     return result
 
 
@@ -267,6 +270,23 @@ def _destroy_engine(trainer) -> None:
     engine = trainer.strategy.model  # the DeepSpeed engine, once the strategy has set it up
     if engine is not None and hasattr(engine, "destroy"):
         engine.destroy()
+
+
+@functools.cache
+def _destroy_process_group_at_exit() -> None:
+    """Destroy the default process group a DeepSpeed fit set up, once, when this process exits.
+
+    The loop's later fits in the same process reuse the group, so it outlives each fit. If nothing destroys it,
+    PyTorch warns at exit that `destroy_process_group()` was not called, which every GPU loop printed.
+    """
+    atexit.register(_destroy_process_group)
+
+
+def _destroy_process_group() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _quiet_lightning() -> None:

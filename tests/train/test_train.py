@@ -1,6 +1,8 @@
 """Training on CPU: the loss falls, the checkpoint loads into the policy and samples, DPO and LoRA run."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -138,3 +140,21 @@ def test_resume_needs_deepspeed_and_a_zero_state(tmp_path):
     base = tiny_base(tmp_path / "base")
     with pytest.raises(StrategyError, match="resume continues a DeepSpeed run"):
         fit(_examples(2), base, TrainConfig(steps=1, resume=True), tmp_path / "out")
+
+
+@pytest.mark.parametrize("registered", [True, False])
+def test_a_process_group_left_by_deepspeed_fits_is_destroyed_when_the_process_exits(tmp_path, registered):
+    # A one-rank gloo group stands in for the NCCL group a DeepSpeed fit leaves (CUDA only); the exit path is the same.
+    code = f"""
+import atexit
+import torch.distributed as dist
+dist.init_process_group("gloo", init_method="file://{tmp_path / "store"}", rank=0, world_size=1)
+atexit.register(lambda: print("initialized at exit:", dist.is_initialized()))  # runs after handlers registered later
+from aitp.train import run
+if {registered}:
+    run._destroy_process_group_at_exit()
+    run._destroy_process_group_at_exit()  # the loop's every fit asks; one handler is registered
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"initialized at exit: {not registered}" in done.stdout

@@ -212,7 +212,7 @@ def spread(world: int, args) -> dict:
     tokens = sum(p["tokens"] for p in parts)
     cards = sorted({p["card"] for p in parts})
     out = dict(gpus=world, cards=cards, tokens=tokens, seconds=wall, walls=walls, tps=tokens / wall)
-    # each card's own call seconds: a slow card tells apart from a pair whose calls are all slow
+    # each card's own call seconds, to tell one slow card from a pair whose calls are all slow
     out["calls"] = {p["rank"]: [round(end - start, 3) for start, end in p["spans"]] for p in parts}
     if parts[0]["roofline_tps"]:
         out["roofline_pct"] = 100 * out["tps"] / parts[0]["roofline_tps"]

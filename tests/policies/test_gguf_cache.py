@@ -93,3 +93,26 @@ def test_what_a_killed_conversion_left_is_removed_once_stale_and_a_live_one_is_n
     os.utime(stale, (old, old))
     copy = gguf_cache.convert(tmp_path / "m.gguf", "abc", lambda: (_Saved(MODEL), _Saved(TOKENIZER)))
     assert sorted(p.name for p in cache.iterdir()) == [".m-abc.busy", "m-abc"] and gguf_cache.is_complete(copy)
+
+
+def test_the_collector_is_paused_while_the_gguf_is_read_and_saved_and_on_again_after(cache, tmp_path):
+    import gc
+
+    seen = []
+
+    class _Watched(_Saved):
+        def save_pretrained(self, where: Path) -> None:
+            seen.append(gc.isenabled())
+            super().save_pretrained(where)
+
+    def load():
+        seen.append(gc.isenabled())
+        return _Watched(MODEL), _Watched(TOKENIZER)
+
+    was_on = gc.isenabled()
+    gc.enable()
+    try:
+        assert gguf_cache.is_complete(gguf_cache.convert(tmp_path / "m.gguf", "abc", load))
+        assert seen == [False, False, False] and gc.isenabled()
+    finally:
+        (gc.enable if was_on else gc.disable)()

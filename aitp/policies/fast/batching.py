@@ -19,7 +19,6 @@ all run to their limit are checked about as rarely as with fixed blocks of `CHEC
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from aitp.collector import collector_paused
 from aitp.policies.base import Completion, SamplingParams
 from aitp.policies.fast.engine import Engine, GpuMemoryError, buckets, rows_for_memory
 from aitp.policies.fast.llama import LlamaWeights, eager, prefill
@@ -262,25 +262,24 @@ class FastSampler:
         steps = max(limits, default=0)
         # Thousands of token lists would trigger full collections over and over (~10x the time spent
         # building completions); nothing made here forms cycles, so collect once at the end instead.
-        collecting = gc.isenabled()
-        gc.disable()
-        start, cpu_start, segments = time.perf_counter(), time.thread_time(), self._segments()
-        stats = self.last_call = CallStats(rows=len(prompt_ids) * n)
-        try:
-            if not prompt_ids or steps <= 0:
-                return [[_completion(_Row(limit=0), len(p), decode) for _ in range(n)] for p in prompt_ids]
-            self.weights.refresh()
-            engine = self._ready(len(prompt_ids) * n, positions, steps, params, eos_ids)
-            stats.slots, stats.engine_s = engine.slots, time.perf_counter() - start
-            uniforms = draw_uniforms(seeds, n, steps)
-            batch = _Batch(engine, self.weights, prompt_ids, params, uniforms, limits, eos_ids, decode, decode_batch)
-            batch.run(stats)
-            return [batch.out[i * n : (i + 1) * n] for i in range(len(prompt_ids))]
-        finally:
-            stats.seconds = time.perf_counter() - start
-            stats.cpu_s, stats.new_segments = time.thread_time() - cpu_start, self._segments() - segments
-            if collecting:
-                gc.enable()
+        with collector_paused():
+            start, cpu_start, segments = time.perf_counter(), time.thread_time(), self._segments()
+            stats = self.last_call = CallStats(rows=len(prompt_ids) * n)
+            try:
+                if not prompt_ids or steps <= 0:
+                    return [[_completion(_Row(limit=0), len(p), decode) for _ in range(n)] for p in prompt_ids]
+                self.weights.refresh()
+                engine = self._ready(len(prompt_ids) * n, positions, steps, params, eos_ids)
+                stats.slots, stats.engine_s = engine.slots, time.perf_counter() - start
+                uniforms = draw_uniforms(seeds, n, steps)
+                batch = _Batch(
+                    engine, self.weights, prompt_ids, params, uniforms, limits, eos_ids, decode, decode_batch
+                )
+                batch.run(stats)
+                return [batch.out[i * n : (i + 1) * n] for i in range(len(prompt_ids))]
+            finally:
+                stats.seconds = time.perf_counter() - start
+                stats.cpu_s, stats.new_segments = time.thread_time() - cpu_start, self._segments() - segments
 
 
 class _Batch:

@@ -2,6 +2,6 @@
 
 from aitp.cpu_kernels import pin_cpu_kernels
 
-pin_cpu_kernels()  # before any CPU kernel runs: the same numbers on AVX2 and AVX-512 machines
+pin_cpu_kernels()  # before any CPU kernel runs: the same numbers on AMD CPUs with and without AVX-512
 
 __version__ = "0.1.0"

@@ -1,10 +1,10 @@
-"""Pausing the cyclic garbage collector: off inside the block, as it was after it, whatever the block does."""
+"""The cyclic garbage collector paused (off inside the block, as it was after it) and watched (its seconds there)."""
 
 import gc
 
 import pytest
 
-from aitp.collector import collector_paused
+from aitp.collector import collector_paused, collector_pauses
 
 
 @pytest.fixture(autouse=True)
@@ -56,3 +56,16 @@ def test_no_collection_runs_inside_however_many_cycles_are_made():
         assert runs  # the same work outside the block is collected
     finally:
         gc.callbacks.remove(note)
+
+
+def test_collector_pauses_are_the_collections_run_inside_the_block():
+    callbacks = list(gc.callbacks)
+    with collector_pauses() as quiet:
+        pass
+    with collector_pauses() as busy:
+        cycles = [[] for _ in range(100_000)]
+        for c in cycles:
+            c.append(c)
+        del cycles
+        gc.collect()
+    assert quiet.seconds == 0 < busy.seconds and gc.callbacks == callbacks

@@ -11,19 +11,16 @@ dtype is bfloat16; pass `dtype="float32"` in the spec where completions must not
 
 from __future__ import annotations
 
-import gc
 import inspect
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from aitp.collector import collector_pauses
 from aitp.errors import AitpError
 from aitp.fingerprint import fingerprint
 from aitp.policies import gguf_cache
@@ -36,31 +33,6 @@ from aitp.policies.tiny.sampler import sample_tokens
 # float64 probabilities and their cumulative sum), and the share of free memory its chunks may use.
 EAGER_BYTES_PER_LOGIT = 40
 EAGER_MEMORY_FRACTION = 0.5
-
-
-@dataclass
-class CollectorPauses:
-    """Seconds Python's cyclic garbage collector ran, in any thread, while it was watched."""
-
-    seconds: float = 0.0
-
-
-@contextmanager
-def collector_pauses() -> Iterator[CollectorPauses]:
-    """Watch the garbage collector for the block: a full collection over a big heap stalls a call for a second."""
-    pauses, started = CollectorPauses(), []
-
-    def note(phase: str, info: dict) -> None:
-        if phase == "start":
-            started.append(time.perf_counter())
-        elif started:
-            pauses.seconds += time.perf_counter() - started.pop()
-
-    gc.callbacks.append(note)
-    try:
-        yield pauses
-    finally:
-        gc.callbacks.remove(note)
 
 
 class HFLoadError(AitpError):

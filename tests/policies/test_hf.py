@@ -136,23 +136,6 @@ def test_a_call_keeps_its_rows_and_seconds(small_llama_dir):
     assert policy.last_call["rows"] == 1 and "tokenise_s" not in policy.last_call
 
 
-def test_collector_pauses_are_the_collections_run_inside_the_block():
-    import gc
-
-    from aitp.policies.hf import collector_pauses
-
-    callbacks = list(gc.callbacks)
-    with collector_pauses() as quiet:
-        pass
-    with collector_pauses() as busy:
-        cycles = [[] for _ in range(100_000)]
-        for c in cycles:
-            c.append(c)
-        del cycles
-        gc.collect()
-    assert quiet.seconds == 0 < busy.seconds and gc.callbacks == callbacks
-
-
 def test_a_shards_rows_keep_its_sampling_call(small_llama_dir):
     from aitp.rollouts.worker import RolloutContext, rollout_shard
 

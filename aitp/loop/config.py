@@ -186,6 +186,10 @@ class ProvingConfig(BaseModel):
     bestfs none)."""
     critic_min_visits: int = Field(1, ge=1)
     """Critic labels: a goal left unproved after this many visits (an expansion counts as one) is a negative."""
+    concurrent_searches: int = Field(1, ge=1, le=256)
+    """Proof searches a worker runs at once, each with its own prover session, sharing one tactic model whose
+    requests are batched across them (`aitp.proving.concurrent`): on a GPU host, one decoder serves every
+    search while the provers use the host's cores. 1: one search after another."""
 
     @model_validator(mode="after")
     def _critic_takes_effect(self) -> ProvingConfig:
@@ -206,9 +210,9 @@ class ProvingConfig(BaseModel):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
-        # the critic keys are left out at their defaults, so experiments recorded before they existed keep their hash
+        # keys left out at their defaults, so experiments recorded before the keys existed keep their hash
         data = handler(self)
-        for key, default in (("critic", None), ("critic_min_visits", 1)):
+        for key, default in (("critic", None), ("critic_min_visits", 1), ("concurrent_searches", 1)):
             if data.get(key) == default:
                 data.pop(key)
         return data

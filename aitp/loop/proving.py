@@ -27,7 +27,7 @@ from aitp.evaluate import EvalResult, load_eval, pinned_eval_name
 from aitp.loop.config import LoopConfig, ProvingConfig
 from aitp.loop.environment import ActSummary, Progress
 from aitp.policies.spec import PolicySpec
-from aitp.proving.env import Theorem
+from aitp.proving.env import ProverEnv, Theorem
 from aitp.proving.theorem_set import TheoremSet
 from aitp.proving.traces import TRACE_TABLES
 
@@ -62,6 +62,7 @@ class SearchJob:
     iteration: int
     prover_address: str | None = None  # a loaded prover serving this host's workers (`serving_address`)
     critic: str | None = None  # constant | length | learned; None: the search's default
+    searches: int = 1  # searches at once in this worker, sharing one batched tactic model
 
 
 def _library(job: SearchJob) -> TheoremSet:
@@ -72,7 +73,7 @@ def _library(job: SearchJob) -> TheoremSet:
 
 def search_shard(names: list[str], job: SearchJob) -> dict[str, Any]:
     """Search a shard of theorems in a prover session of this worker: trace rows per table and the attempts."""
-    from aitp.proving.backends import open_env
+    from aitp.proving.concurrent import SharedTacticPolicy, search_concurrently
     from aitp.proving.learning import search_theorems
     from aitp.proving.prover_models import ProverModels, load_prover_models
     from aitp.proving.ranked_policy import Exploration
@@ -86,18 +87,46 @@ def search_shard(names: list[str], job: SearchJob) -> dict[str, Any]:
     explore = Exploration(job.explore, seed=job.explore_seed) if job.explore > 0 else None
     budget = Budget(job.expansions, job.prover_seconds, 2 * job.prover_seconds)
     config = SearchConfig(budget=budget, tactics_per_goal=job.tactics_per_goal, tactic_timeout=job.tactic_timeout)
-    with open_env(job.backend, tactic_timeout=job.tactic_timeout, address=job.prover_address) as env:
+    critic = search_critic(job.critic, models)
+    theorems = [library.get(n) for n in names]
+    policy = models.policy(library, explore)
+    throughput: dict[str, float] = {}
+    if job.searches > 1:
+        with SharedTacticPolicy(policy) as shared:
+            outcome, figures = search_concurrently(
+                lambda: _session(job, library),
+                theorems,
+                lambda: make_search(job.search, config, critic),
+                shared,
+                job.searches,
+                job.experiment,
+                job.iteration,
+                models.version,
+            )
+        throughput = figures.as_metrics()
+    else:
+        with _session(job, library) as env:
+            search = make_search(job.search, config, critic)
+            outcome = search_theorems(env, theorems, search, policy, job.experiment, job.iteration, models.version)
+    return {
+        "rows": outcome.rows,
+        "attempts": [asdict(a) for a in outcome.attempts],
+        "model_version": models.version,
+        "throughput": throughput,
+    }
+
+
+def _session(job: SearchJob, library: TheoremSet) -> ProverEnv:
+    """A prover session of the job's backend with the library's premises set (a context manager)."""
+    from aitp.proving.backends import open_env
+
+    env = open_env(job.backend, tactic_timeout=job.tactic_timeout, address=job.prover_address)
+    try:
         env.set_premises(library.premise_map())
-        outcome = search_theorems(
-            env,
-            [library.get(n) for n in names],
-            make_search(job.search, config, search_critic(job.critic, models)),
-            models.policy(library, explore),
-            job.experiment,
-            job.iteration,
-            models.version,
-        )
-    return {"rows": outcome.rows, "attempts": [asdict(a) for a in outcome.attempts], "model_version": models.version}
+    except BaseException:
+        env.close()
+        raise
+    return env
 
 
 def search_critic(choice: str | None, models: ProverModels) -> Critic | None:
@@ -177,6 +206,7 @@ class ProverEnvironment:
             experiment=self.config.experiment,
             iteration=iteration,
             critic=p.critic,
+            searches=p.concurrent_searches,
         )
 
     @property
@@ -428,5 +458,5 @@ class ProofEvaluator:
         write_partition(
             home, "evals", experiment, iteration, [{**row, **meta, "split": "valid", "seconds": seconds}], shard=shard
         )
-        result.search = search_figures(home, experiment, iteration, "valid")
+        result.search = search_figures(home, experiment, iteration, "valid") | out["throughput"]
         return result

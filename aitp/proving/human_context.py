@@ -1,0 +1,155 @@
+"""What a library file says before one of its lemmas, so a human proof can be replayed where it was written.
+
+A stdlib script relies on its file: imports and opened scopes (short names, numerals), local notations,
+Ltac and hints, and the variables of its enclosing sections, which the closed lemma takes as its first
+arguments. Read from the .v source with the extractor's own sentence splitter, scoped as Coq scopes
+them (what a section or module declares ends with it). Replay runs the `imports`, then imports the
+lemma's own modules, then the `locals`, then introduces the section variables the statement binds and
+the binders the lemma names before its colon (`Lemma f (n : nat) : ...`), as its proof expects. `Utf8`
+imports are left out: they change only how goals print, and goals must print as search prints them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from aitp.proving.extract_coq import _END, _LEMMA, _MODULE, _SECTION, sentences, strip_comments
+
+_ATTRIBUTE = r"(?:#\[[^\]]*\]\s*|(?:Local|Global)\s+)*"
+_IMPORTS = re.compile(rf"^{_ATTRIBUTE}(?:(?:From\s+\S+\s+)?Require\s|Import\s|Export\s|Open\s+(?:Local\s+)?Scope\s)")
+_LOCALS = re.compile(
+    rf"^{_ATTRIBUTE}(?:Notation|Infix|Ltac|Hint|Create\s+HintDb|Arguments|Opaque|Transparent|Set|Unset)\b"
+)
+_UTF8 = re.compile(r"\bUtf8(?:_core)?\b")  # printing only: goals stay rendered as search renders them
+_LOCALITY = re.compile(r"^(?:#\[\s*local\s*\]|Local)\s")
+_VARIABLES = re.compile(rf"^{_ATTRIBUTE}(?:Variables?|Hypothes[ie]s|Context)\s+(.*)$", re.S)
+
+
+@dataclass
+class _Frame:
+    kind: str  # module, section or skip (module types, functors)
+    name: str
+    imports: list[str] = field(default_factory=list)
+    locals: list[str] = field(default_factory=list)
+    variables: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LemmaContext:
+    """A lemma's file context: sentences to run before and after its modules are imported, section variables."""
+
+    imports: tuple[str, ...] = ()
+    locals: tuple[str, ...] = ()
+    section_variables: tuple[str, ...] = ()
+    binders: tuple[str, ...] = ()  # named before the lemma's colon: in scope in its proof from the start
+
+
+def binder_names(text: str) -> list[str]:
+    """Names a binder list declares: `A B : T`, `(x y : T) {f : U}`; generalizing `` `{...} `` binders add none."""
+    text = text.strip().rstrip(".")
+    if text[:1] not in "({[`":
+        return text.split(":", 1)[0].split()
+    names, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "({[":
+            depth += 1
+            start = i + 1 if depth == 1 else start
+        elif char in ")}]":
+            depth -= 1
+            if depth == 0:
+                head, colon, _ = text[start:i].partition(":")
+                generalizing = text[start - 2 : start - 1] == "`"
+                names.extend(head.split() if colon or not generalizing else ["?"])
+        elif depth == 0 and char == ",":
+            break
+    return names
+
+
+def _before_colon(text: str) -> str:
+    """The text before the first colon outside brackets (a lemma's binders, after its name)."""
+    depth = 0
+    for i, char in enumerate(text):
+        if char in "({[":
+            depth += 1
+        elif char in ")}]":
+            depth -= 1
+        elif depth == 0 and char == ":":
+            return text[:i]
+    return ""
+
+
+def leading_binders(statement: str) -> list[str]:
+    """The names the statement's leading `forall` binds, in order (empty when it starts otherwise)."""
+    if not statement.startswith("forall "):
+        return []
+    body = statement[len("forall ") :]
+    depth = 0
+    for i, char in enumerate(body):
+        if char in "({[":
+            depth += 1
+        elif char in ")}]":
+            depth -= 1
+        elif depth == 0 and char == ",":
+            return binder_names(body[:i])
+    return []
+
+
+@lru_cache(maxsize=64)
+def file_contexts(source: str, logical: str) -> dict[str, LemmaContext]:
+    """Every lemma of one .v file, by qualified name, with the context in force where it is stated."""
+    out: dict[str, LemmaContext] = {}
+    stack: list[_Frame] = [_Frame("module", logical)]
+    for sentence in sentences(strip_comments(Path(source).read_text(errors="replace"))):
+        frame = stack[-1]
+        if m := _LEMMA.match(sentence):
+            if all(f.kind != "skip" for f in stack):
+                name = ".".join(f.name for f in stack if f.kind == "module") + "." + m.group(1)
+                out.setdefault(
+                    name,
+                    LemmaContext(
+                        tuple(s for f in stack for s in f.imports),
+                        tuple(s for f in stack for s in f.locals),
+                        tuple(v for f in stack for v in f.variables),
+                        tuple(binder_names(_before_colon(sentence[m.end() :]))),
+                    ),
+                )
+        elif m := _MODULE.match(sentence):
+            rest = m.group(3)
+            if ":=" in rest and not rest.rstrip().endswith(":="):
+                continue
+            stack.append(_Frame("skip" if m.group(1) or rest.lstrip().startswith("(") else "module", m.group(2)))
+        elif m := _SECTION.match(sentence):
+            stack.append(_Frame("section", m.group(1)))
+        elif m := _END.match(sentence):
+            for i in range(len(stack) - 1, 0, -1):
+                if stack[i].name == m.group(1):
+                    del stack[i:]
+                    break
+        elif _IMPORTS.match(sentence) and not _UTF8.search(sentence):
+            frame.imports.append(sentence + ".")
+        elif _LOCALS.match(sentence) and (frame.kind == "section" or _LOCALITY.match(sentence)):
+            frame.locals.append(sentence + ".")
+        elif (m := _VARIABLES.match(sentence)) and frame.kind == "section":
+            frame.variables.extend(binder_names(m.group(1)))
+    return out
+
+
+def lemma_context(name: str, source: str, logical: str) -> LemmaContext:
+    """The file context of lemma `name` (empty when its source is not readable here)."""
+    if not source or not Path(source).is_file():
+        return LemmaContext()
+    return file_contexts(source, logical).get(name, LemmaContext())
+
+
+def opening_intros(statement: str, context: LemmaContext) -> list[str]:
+    """Names to introduce before the script: the section variables the statement binds first, then the binders."""
+    known = set(context.section_variables) - {"?"}
+    out = []
+    for name in leading_binders(statement):
+        if name not in known:
+            break
+        out.append(name)
+    return out + list(context.binders)

@@ -4,8 +4,8 @@ A stdlib script relies on its file: imports and opened scopes (short names, nume
 Ltac and hints, and the variables of its enclosing sections, which the closed lemma takes as its first
 arguments. Read from the .v source with the extractor's own sentence splitter, scoped as Coq scopes
 them (what a section or module declares ends with it). Replay runs the `imports`, then imports the
-lemma's own modules, then the `locals`, then introduces the section variables the statement binds and
-the binders the lemma names before its colon (`Lemma f (n : nat) : ...`), as its proof expects. `Utf8`
+lemma's own modules, then the `locals`, then introduces the section variables the lemma was closed over
+and the binders the lemma names before its colon (`Lemma f (n : nat) : ...`), as its proof expects. `Utf8`
 imports are left out: they change only how goals print, and goals must print as search prints them.
 """
 
@@ -34,7 +34,7 @@ class _Frame:
     name: str
     imports: list[str] = field(default_factory=list)
     locals: list[str] = field(default_factory=list)
-    variables: list[str] = field(default_factory=list)
+    variables: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -43,16 +43,17 @@ class LemmaContext:
 
     imports: tuple[str, ...] = ()
     locals: tuple[str, ...] = ()
-    section_variables: tuple[str, ...] = ()
+    section_variables: tuple[tuple[str, str], ...] = ()  # (name, declared type), in declaration order
     binders: tuple[str, ...] = ()  # named before the lemma's colon: in scope in its proof from the start
 
 
-def binder_names(text: str) -> list[str]:
-    """Names a binder list declares: `A B : T`, `(x y : T) {f : U}`; generalizing `` `{...} `` binders add none."""
+def typed_binders(text: str) -> list[tuple[str, str]]:
+    """(name, type) of each binder a list declares: `A B : T`, `(x y : T) {f : U}`; `?` names an anonymous one."""
     text = text.strip().rstrip(".")
     if text[:1] not in "({[`":
-        return text.split(":", 1)[0].split()
-    names, depth, start = [], 0, 0
+        head, _, type_ = text.partition(":")
+        return [(name, type_.strip()) for name in head.split()]
+    out, depth, start = [], 0, 0
     for i, char in enumerate(text):
         if char in "({[":
             depth += 1
@@ -60,12 +61,19 @@ def binder_names(text: str) -> list[str]:
         elif char in ")}]":
             depth -= 1
             if depth == 0:
-                head, colon, _ = text[start:i].partition(":")
-                generalizing = text[start - 2 : start - 1] == "`"
-                names.extend(head.split() if colon or not generalizing else ["?"])
+                head, colon, type_ = text[start:i].partition(":")
+                if colon or text[start - 2 : start - 1] != "`":
+                    out.extend((name, type_.strip()) for name in head.split())
+                else:  # a generalizing binder `{C x}: an instance Coq names itself
+                    out.append(("?", head.strip()))
         elif depth == 0 and char == ",":
             break
-    return names
+    return out
+
+
+def binder_names(text: str) -> list[str]:
+    """Names a binder list declares, `?` for an anonymous one."""
+    return [name for name, _ in typed_binders(text)]
 
 
 def _before_colon(text: str) -> str:
@@ -79,22 +87,6 @@ def _before_colon(text: str) -> str:
         elif depth == 0 and char == ":":
             return text[:i]
     return ""
-
-
-def leading_binders(statement: str) -> list[str]:
-    """The names the statement's leading `forall` binds, in order (empty when it starts otherwise)."""
-    if not statement.startswith("forall "):
-        return []
-    body = statement[len("forall ") :]
-    depth = 0
-    for i, char in enumerate(body):
-        if char in "({[":
-            depth += 1
-        elif char in ")}]":
-            depth -= 1
-        elif depth == 0 and char == ",":
-            return binder_names(body[:i])
-    return []
 
 
 @lru_cache(maxsize=64)
@@ -133,7 +125,7 @@ def file_contexts(source: str, logical: str) -> dict[str, LemmaContext]:
         elif _LOCALS.match(sentence) and (frame.kind == "section" or _LOCALITY.match(sentence)):
             frame.locals.append(sentence + ".")
         elif (m := _VARIABLES.match(sentence)) and frame.kind == "section":
-            frame.variables.extend(binder_names(m.group(1)))
+            frame.variables.extend(typed_binders(m.group(1)))
     return out
 
 
@@ -144,12 +136,15 @@ def lemma_context(name: str, source: str, logical: str) -> LemmaContext:
     return file_contexts(source, logical).get(name, LemmaContext())
 
 
-def opening_intros(statement: str, context: LemmaContext) -> list[str]:
-    """Names to introduce before the script: the section variables the statement binds first, then the binders."""
-    known = set(context.section_variables) - {"?"}
+def section_intros(context: LemmaContext) -> list[str]:
+    """One sentence per section variable, in order: introduce it only if the goal's next binder has its type.
+
+    The closed lemma takes the section variables it uses as its first arguments, dependent or not (an
+    arrow prints no name), so each is tried against the next binder; one that fails was not used.
+    """
     out = []
-    for name in leading_binders(statement):
-        if name not in known:
-            break
-        out.append(name)
-    return out + list(context.binders)
+    for name, type_ in context.section_variables:
+        if name == "?" or not type_:
+            continue
+        out.append(f"intro {name}; let aitp_t := type of {name} in unify aitp_t ({type_}).")
+    return out

@@ -29,8 +29,8 @@ from aitp.proving.coq_protocol import CoqError, CoqTimeout
 from aitp.proving.coq_tactics import parse_coq_tactic
 from aitp.proving.env import Theorem
 from aitp.proving.errors import ProverCrashedError, TacticRejectedError, UnknownTheoremError
-from aitp.proving.human_context import LemmaContext, lemma_context, opening_intros
-from aitp.proving.theorem_set import TheoremSet, split_of
+from aitp.proving.human_context import LemmaContext, lemma_context, section_intros
+from aitp.proving.theorem_set import split_of
 
 HUMAN_TABLES = ("human_steps", "human_replays")
 _SENTENCE = re.compile(r"\S.*?(?:\.\.\.|(?<!\.)\.)(?=\s|$)", re.S)
@@ -155,13 +155,17 @@ def replay_theorem(env: HumanReplayEnv, theorem: Theorem, tactic_timeout: float 
     replay = Replay(theorem, n_sentences=len(script.sentences))
     forbidden = frozenset({theorem.name, theorem.name.rsplit(".", 1)[-1]})
     context = lemma_context(theorem.name, theorem.source, theorem.module)
-    intros = opening_intros(theorem.statement, context)
-    tail = ((f"Proof with {script.proof_with}.",) if script.proof_with else ()) + (
-        (f"intros {' '.join(intros)}.",) if intros else ()
-    )
+    tail = (f"Proof with {script.proof_with}.",) if script.proof_with else ()
     stage = "open"
     try:
         env.open_script(theorem, context, tail)
+        for sentence in section_intros(context):
+            try:  # a variable the lemma does not use was not closed over
+                env.execute(sentence, tactic_timeout)
+            except CoqError:
+                pass
+        if context.binders:
+            env.execute(f"intros {' '.join(context.binders)}.", tactic_timeout)
         for kind, text in script.sentences:
             stage = text
             if kind == "unsupported":
@@ -244,15 +248,6 @@ def replay_theorems(
             if progress is not None:
                 progress(out[-1])
     return out
-
-
-def replay_split(library: TheoremSet, limit: int = 0, tactic_timeout: float = 10.0, progress=None) -> list[Replay]:
-    """Replay the train split of a Coq theorem set (its first `limit` theorems; 0: all of them)."""
-    if library.backend != "coq":
-        raise UnknownTheoremError(f"theorem set '{library.name}' is for {library.backend}: pass a Coq set (coq-stdlib)")
-    train = library.split("train")
-    train = train[:limit] if limit > 0 else train
-    return replay_theorems(train, tactic_timeout, library.premise_map(), progress)
 
 
 def human_step_rows(replays: list[Replay], experiment: str, iteration: int = 0) -> dict[str, list[dict]]:

@@ -48,16 +48,19 @@ class LemmaContext:
 
 
 def typed_binders(text: str) -> list[tuple[str, str]]:
-    """(name, type) of each binder a list declares: `A B : T`, `(x y : T) {f : U}`; `?` names an anonymous one."""
+    """(name, type) of each binder a list declares: `A B : T`, `x (y : T) {f : U}`; `?` names an anonymous one."""
     text = text.strip().rstrip(".")
-    if text[:1] not in "({[`":
-        head, _, type_ = text.partition(":")
-        return [(name, type_.strip()) for name in head.split()]
-    out, depth, start = [], 0, 0
+    out: list[tuple[str, str]] = []
+    bare: list[str] = []  # names outside brackets: typed by a later top-level colon, else left to inference
+    depth, start, word = 0, 0, ""
     for i, char in enumerate(text):
+        if depth == 0 and char == ":" and not text.startswith(":=", i):
+            return out + [(name, text[i + 1 :].strip()) for name in [*bare, *word.split()]]
         if char in "({[":
             depth += 1
-            start = i + 1 if depth == 1 else start
+            if depth == 1:
+                out.extend((name, "") for name in [*bare, *word.split()])
+                bare, word, start = [], "", i + 1
         elif char in ")}]":
             depth -= 1
             if depth == 0:
@@ -66,9 +69,13 @@ def typed_binders(text: str) -> list[tuple[str, str]]:
                     out.extend((name, type_.strip()) for name in head.split())
                 else:  # a generalizing binder `{C x}: an instance Coq names itself
                     out.append(("?", head.strip()))
-        elif depth == 0 and char == ",":
-            break
-    return out
+        elif depth == 0 and char != "`":
+            if char.isspace():
+                bare.extend(word.split())
+                word = ""
+            else:
+                word += char
+    return out + [(name, "") for name in [*bare, *word.split()]]
 
 
 def binder_names(text: str) -> list[str]:

@@ -135,6 +135,16 @@ class GeneratorConfig(BaseModel):
     """Completions drawn per tactic a search asks for; the best distinct valid ones are tried."""
     with_alternatives: bool = True
     """Also train on the other tactics that worked on a proof's goal."""
+    human_steps: bool = False
+    """Also fine-tune on the library's human proofs, step by step (the home's `human_steps` table: allowlisted steps
+    of train theorems, replayed by `aitp prove-steps`): the supervised warm start, then beside the loop's proofs."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)  # left out when off, so experiments recorded before the key existed keep their hash
+        if not data.get("human_steps"):
+            data.pop("human_steps", None)
+        return data
 
 
 class ProvingConfig(BaseModel):
@@ -223,6 +233,8 @@ class ProvingConfig(BaseModel):
             raise ValueError("proving.generator is read only with tactic_policy: generative: remove it or set that")
         if self.tactic_policy == "generative" and self.generator is None:
             self.generator = GeneratorConfig()
+        if self.generator is not None and self.generator.human_steps and not self.learn:
+            raise ValueError("proving.generator.human_steps trains the generator: remove it or set proving.learn: true")
         return self
 
 

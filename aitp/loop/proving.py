@@ -319,6 +319,8 @@ class ProverEnvironment:
         if self.proving.tactic_policy != "generative" or g is None:
             models.save(out)
             return out
+        if data is not None and g.human_steps:
+            data = replace(data, tactics=[*data.tactics, *self._human_steps()])
         settings = GeneratorSettings(
             max_goal_chars=g.max_goal_chars,
             samples_per_tactic=g.samples_per_tactic,
@@ -333,6 +335,19 @@ class ProverEnvironment:
         finally:
             shutil.rmtree(staged, ignore_errors=True)
         return out
+
+    def _human_steps(self) -> list[Any]:
+        """The home's replayed human proof steps, or a one-line error naming the command that replays them."""
+        from aitp.proving.training_data import human_step_examples
+        from aitp.train.data import NoTrainingDataError
+
+        examples = human_step_examples(self.home)
+        if not examples:
+            raise NoTrainingDataError(
+                f"proving.generator.human_steps is on but {self.home} has no human proof steps: replay them with "
+                f"`aitp prove-steps --home {self.home}`, or set proving.generator.human_steps: false"
+            )
+        return examples
 
     def _train_externally(self, home: Path, experiment: str, iteration: int, out: Path) -> Path:
         """Run the user's training command into `out`; its checkpoint is validated before the engine registers it."""

@@ -72,7 +72,7 @@ def sft_examples(examples: list[TacticExample], backend: str, settings: Generato
             seen.add(key)
             out.append(
                 {
-                    "source": "proof_step" if number == 0 else "alternative",
+                    "source": ex.source if number == 0 else "alternative",
                     "theorem": train_only(ex.theorem),
                     "iteration": ex.iteration,
                     "search_id": ex.search_id,

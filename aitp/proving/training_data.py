@@ -75,6 +75,7 @@ class TacticExample:
     node_id: str
     alternatives: tuple[str, ...] = ()  # other tactics that also worked on this goal
     erroring: tuple[str, ...] = ()  # tactics that errored or timed out on this goal
+    source: str = "proof_step"  # proof_step: a re-checked proof of the loop's search; human_step: a library proof
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,27 @@ def tactic_examples(home: str | Path, experiment: str, up_to_iteration: int) -> 
             )
         )
     return out
+
+
+HUMAN_STEPS_SQL = """
+    SELECT theorem_id, goal_before, tactic, step_index
+    FROM human_steps
+    WHERE allowlisted AND split = 'train' AND aitp_split(theorem_id) = 'train'
+    ORDER BY theorem_id, step_index"""
+
+
+def human_step_examples(home: str | Path) -> list[TacticExample]:
+    """One example per allowlisted step of the library's human proofs of train theorems (`human_steps`), or none
+    when the home has no replayed steps."""
+    from aitp.lake import commits
+
+    if not commits(home, "human_steps"):
+        return []
+    rows = query_traces(home, HUMAN_STEPS_SQL, "", 0)
+    return [
+        TacticExample(train_only(theorem_name(tid)), TRAIN, goal, tactic, 0, "human", f"{tid}#{k}", source="human_step")
+        for tid, goal, tactic, k in rows
+    ]
 
 
 def preference_pairs(examples: list[TacticExample]) -> list[PreferencePair]:

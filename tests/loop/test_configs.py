@@ -37,3 +37,24 @@ def test_control_differs_from_quickstart_only_in_what_it_trains_on():
     for key in ("experiment", "mode"):
         quick.pop(key), control.pop(key)
     assert quick == control
+
+
+def test_gpu_prover_control_differs_only_in_learning():
+    root = CONFIGS[0].parent
+    loop = load_config(LoopConfig, root / "prove-coq-gpu.yaml").model_dump()
+    control = load_config(LoopConfig, root / "prove-coq-gpu-control.yaml").model_dump()
+    assert loop["proving"]["generator"].pop("human_steps") and "human_steps" not in control["proving"]["generator"]
+    assert control["proving"].pop("learn") is False and loop["proving"].pop("learn") is True
+    assert loop.pop("experiment") == "prove-coq-gpu" and control.pop("experiment") == "prove-coq-gpu-control"
+    assert loop == control
+    with pytest.raises(ValueError, match="human_steps trains the generator"):
+        LoopConfig.model_validate(
+            {
+                **loop,
+                "proving": {
+                    **loop["proving"],
+                    "learn": False,
+                    "generator": {**loop["proving"]["generator"], "human_steps": True},
+                },
+            }
+        )

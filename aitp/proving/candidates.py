@@ -9,6 +9,9 @@ premise list would otherwise fill every slot of the top-k cut with `destruct x1 
 Arguments come from the goal itself (variables worth case analysis, hypotheses usable as rewrite
 or apply arguments, e.g. an induction hypothesis) or from the library (premises ranked by the
 premise ranker, only facts proved before the goal's theorem).
+
+`automation=True` adds CoqHammer's tactics (`AUTOMATION_TEMPLATES`) after the fixed set, so a ranker
+can learn when to call them; off by default, so the existing candidate orders stay as they were.
 """
 
 from __future__ import annotations
@@ -29,6 +32,11 @@ HYPOTHESIS_TEMPLATES: dict[str, list[tuple[str, str]]] = {
     "coq": [("rewrite {}", "hyp"), ("rewrite <- {}", "hyp"), ("apply {}", "hyp")],
     "hol-light": [],
 }
+AUTOMATION_TEMPLATES: dict[str, list[tuple[str, str]]] = {
+    "coq": [("sauto", "none"), ("qauto", "none"), ("hauto", "none"), ("sauto use: {}", "premises"), ("hammer", "none")],
+    "hol-light": [],
+}
+"""CoqHammer's tactics a search may choose (a session with `CoqEnv(automation=True)` accepts them)."""
 _PLAIN_TYPE = re.compile(r"^(Type|Set|Prop|nat|bool|list \S+|[A-Za-z_][\w.]*)$")
 
 
@@ -107,9 +115,12 @@ class CandidateGenerator:
         premise_scorer: PremiseScorer | None = None,
         top_premises: int = 3,
         max_variables: int = 4,
+        automation: bool = False,
     ) -> None:
         self.backend = backend
         self.templates = TEMPLATES[backend] + HYPOTHESIS_TEMPLATES.get(backend, [])
+        if automation:
+            self.templates = self.templates + AUTOMATION_TEMPLATES.get(backend, [])
         self.library = library
         statements = {t.name: t.statement for t in library.theorems} if library else {}
         self.premise_scorer = premise_scorer or PremiseScorer(statements)

@@ -17,6 +17,11 @@ proof: a proof that depends on the theorem itself, even through a library lemma 
 The theorem is a loaded stdlib lemma, so before its goal is stated it and the hinted library
 lemmas after it are removed from the hint databases (`coq_hints`), and tactics naming it are
 rejected: `auto` must not prove a lemma by applying the lemma.
+
+`CoqEnv(automation=True)` also loads CoqHammer (`coq_hammer`), whose tactics (`sauto`, `hammer`...)
+the allowlist then accepts; without it they are refused in one line naming the fix. It is opt-in:
+loading CoqHammer costs ~1 s per session and pulls ZArith and Program into every state, which would
+change what the existing searches see.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import signal
 import time
 from dataclasses import dataclass
 
+from aitp.proving.coq_hammer import coqhammer_available, session_sentences
 from aitp.proving.coq_hints import (
     dependency_names,
     hidden_hints,
@@ -81,20 +87,28 @@ class CoqEnv(ProverEnv):
     """Coq through coqidetop's XML protocol: the fast backend.
 
     `check_dependencies` (default True) refuses found proofs that depend on the theorem being
-    proved; turn it off only for speed benchmarks.
+    proved; turn it off only for speed benchmarks. `automation` loads CoqHammer (see the module).
     """
 
     name = "coq"
     install_hint = COQ_INSTALL_HINT
 
     def __init__(
-        self, tactic_timeout: float = 5.0, max_goal_chars: int = 4000, check_dependencies: bool = True
+        self,
+        tactic_timeout: float = 5.0,
+        max_goal_chars: int = 4000,
+        check_dependencies: bool = True,
+        automation: bool = False,
     ) -> None:
         super().__init__(tactic_timeout, max_goal_chars)
         self.check_dependencies = check_dependencies
+        self.automation = automation
+        self.printed: list[str] = []  # what Coq printed while running the last tactic (hammer's reconstruction)
         ok, why = coq_available()
         if not ok:
             raise ProverUnavailableError(f"Coq backend unavailable: {why}")
+        if automation and not (hammer := coqhammer_available())[0]:
+            raise ProverUnavailableError(f"Coq backend without automation: {hammer[1]}")
         self._coq: CoqIdeTop | None = None
         self._hint_dbs: dict[str, dict[str, frozenset[str]]] = {}  # module -> database -> printed names
         self._located: dict[tuple[str, str], str | None] = {}  # (module, printed name) -> full name
@@ -106,7 +120,7 @@ class CoqEnv(ProverEnv):
     def _start(self) -> None:
         self._coq = CoqIdeTop()
         state = self._coq.init_state
-        for sentence in HEADER:
+        for sentence in (*HEADER, *(session_sentences(self.tactic_timeout) if self.automation else ())):
             state = self._coq.add(sentence, state)
         self._coq.goals()
         self._base = state
@@ -188,16 +202,18 @@ class CoqEnv(ProverEnv):
     def validate_tactic(self, goal: Goal, tactic: str) -> str:
         short = goal.theorem.rsplit(".", 1)[-1]
         forbidden = frozenset({goal.theorem, short, GOAL_NAME, "aitp_check"})
-        return parse_coq_tactic(tactic, forbidden)
+        return parse_coq_tactic(tactic, forbidden, self.automation)
 
     def _run(self, goal: Goal, tactic: str, timeout: float) -> TacticResult:
         handle: CoqHandle = goal.handle
         focus = f"{handle.index + 1}: {{"
+        self.printed = []
         try:
             self._goto((*handle.path, focus))
             before = self._coq.goals()
             sentence = f"Timeout {max(1, round(timeout))} {tactic}."
             self._exec(sentence, timeout)
+            self.printed = list(self._coq.texts)
             after = self._coq.goals()
         except CoqTimeout as exc:
             return TacticResult("timeout", error=str(exc) or "interrupted")
@@ -220,7 +236,8 @@ class CoqEnv(ProverEnv):
         start = time.perf_counter()
         try:  # a proof may come from anywhere: its tactics pass the same allowlist as search
             for tactic in proof.tactics():
-                parse_coq_tactic(tactic, frozenset({theorem.name, theorem.name.rsplit(".", 1)[-1], GOAL_NAME}))
+                names = frozenset({theorem.name, theorem.name.rsplit(".", 1)[-1], GOAL_NAME})
+                parse_coq_tactic(tactic, names, self.automation)
         except TacticRejectedError as exc:
             return CheckResult(False, f"rejected: {exc}", time.perf_counter() - start)
         check = "aitp_check"

@@ -4,6 +4,11 @@ A tactic is accepted when it is one Ltac expression (no sentence end, comment or
 every tactic head is in `COQ_TACTICS`, combined only with the tacticals below, and whose
 identifiers avoid the deny list (vernacular commands, `admit`, the theorem being proved...).
 Arguments (terms, patterns) are kept as written.
+
+CoqHammer's automation (`COQ_AUTOMATION_TACTICS`: `sauto`, `hammer`...) is accepted only where the
+session loaded it (`CoqEnv(automation=True)`); elsewhere it is refused in one line naming the fix.
+Their options (`sauto lq: on use: Nat.add_comm, Nat.mul_comm`) are arguments like any other, so
+the theorem's own name is refused there too.
 """
 
 from __future__ import annotations
@@ -22,6 +27,15 @@ COQ_TACTICS: frozenset[str] = frozenset(
     exfalso absurd contradict decide btauto lra
     """.split()
 )
+
+COQ_AUTOMATION_TACTICS: frozenset[str] = frozenset(
+    """
+    sauto hauto qauto ssimpl qsimpl sfirstorder sintuition strivial scongruence scrush hcrush qcrush
+    fcrush hfcrush qfcrush ecrush hecrush qecrush sblast qblast best sbest hbest hammer
+    """.split()
+)
+"""CoqHammer 1.3.2's tactics (Debian's libcoq-hammer for Coq 8.16; `lauto` and `sdone` came later).
+`hammer` calls external provers (E here); the rest are its own proof search, no external prover."""
 
 # Deeper nesting than this is never a useful tactic, and the recursive parser must stay well inside
 # Python's recursion limit (990 nested parentheses fit under the length limit).
@@ -68,10 +82,11 @@ def _tokenize(text: str) -> list[str]:
 class _Parser:
     """Recursive descent over tokens: seq := alt (';' (alt | '[' branches ']'))*."""
 
-    def __init__(self, tokens: list[str], forbidden: frozenset[str]) -> None:
+    def __init__(self, tokens: list[str], forbidden: frozenset[str], automation: bool = False) -> None:
         self.tokens = tokens
         self.pos = 0
         self.forbidden = forbidden
+        self.automation = automation
         self.depth = 0
 
     def peek(self) -> str | None:
@@ -143,7 +158,11 @@ class _Parser:
 
     def atomic(self) -> None:
         head = self.take()
-        if head not in COQ_TACTICS:
+        if head in COQ_AUTOMATION_TACTICS and not self.automation:
+            from aitp.proving.coq_hammer import automation_refusal  # shells out to coqc only on refusal
+
+            raise TacticRejectedError(automation_refusal(head))
+        if head not in COQ_TACTICS and head not in COQ_AUTOMATION_TACTICS:
             raise TacticRejectedError(f"tactic '{head}' is not in the Coq allowlist")
         depth = 0
         while (token := self.peek()) is not None:
@@ -160,8 +179,11 @@ class _Parser:
             self.take()
 
 
-def parse_coq_tactic(text: str, forbidden_names: frozenset[str] = frozenset()) -> str:
-    """Return the tactic normalised (one trailing period dropped, spaces collapsed) or raise TacticRejectedError."""
+def parse_coq_tactic(text: str, forbidden_names: frozenset[str] = frozenset(), automation: bool = False) -> str:
+    """Return the tactic normalised (one trailing period dropped, spaces collapsed) or raise TacticRejectedError.
+
+    `automation`: the session loaded CoqHammer, so its tactics are accepted.
+    """
     tactic = " ".join(text.split())
     if tactic.endswith("."):
         tactic = tactic[:-1].rstrip()
@@ -184,7 +206,7 @@ def parse_coq_tactic(text: str, forbidden_names: frozenset[str] = frozenset()) -
             raise TacticRejectedError(f"'{token}' is the theorem being proved")
     if len(tokens) >= 2 and tokens[1] == ":" and (tokens[0].isdigit() or tokens[0] == "all"):
         raise TacticRejectedError("goal selectors are not allowed: the search picks the goal")
-    parser = _Parser(tokens, forbidden_names)
+    parser = _Parser(tokens, forbidden_names, automation)
     parser.seq()
     if parser.peek() is not None:
         raise TacticRejectedError(f"unexpected '{parser.peek()}' after the tactic")

@@ -72,14 +72,18 @@ class ProverModels:
         settings = settings or PolicySettings()
         return cls(backend, TacticRanker(), new_premise_scorer(library, settings), settings)
 
-    def policy(self, library: TheoremSet, explore: Exploration | None = None) -> TacticPolicy:
+    def policy(self, library: TheoremSet, explore: Exploration | None = None, automation: bool = False) -> TacticPolicy:
         """A tactic policy usable by any search; `explore` only for train-split search.
+
+        `automation` adds CoqHammer's tactics to the ranked candidates (the session must load CoqHammer).
 
         With a generative model, evaluation (no `explore`) uses its tactics alone; train-split search interleaves
         them with the ranked set's exploration (`InterleavedPolicy`), so proofs are found from the untrained start.
         """
         s = self.settings
-        generator = CandidateGenerator(self.backend, library, self.premise_scorer, top_premises=s.top_premises)
+        generator = CandidateGenerator(
+            self.backend, library, self.premise_scorer, top_premises=s.top_premises, automation=automation
+        )
         ranked = RankedTacticPolicy(generator, self.ranker, s.family_cap, s.temperature, s.mix, explore)
         if self.generator is None:
             return ranked

@@ -1,0 +1,223 @@
+"""The provers a user would pick instead of the learned one, on the loop's own evaluation set, at one wall-clock budget.
+
+    python benchmarks/prove_peers.py --split valid --limit 200 --budget 20 --provers coq-auto,sauto,hammer \
+        [--model HOME:EXPERIMENT[:ALIAS]] [--workers N] [--out DIR]
+
+The theorems are the first `--limit` of the split of the Coq loop's theorem set (`configs/prove-coq.yaml`), in set
+order, each stated in its own library context by `CoqEnv.open` (the lemma itself hidden from the hint databases).
+Every prover gets the same wall-clock budget per theorem (opening the theorem is not counted: it is the same for
+all), and every proof is re-checked by `CoqEnv.check_proof`, which refuses a proof that depends on the lemma itself.
+A `hammer` proof is its printed reconstruction, refused as well when its `use:` lemmas name anything not stated
+before the theorem (`TheoremSet.premises`).
+
+- `coq-auto`: Coq's own automation, `auto`, `eauto`, `lia`, `intuition`, `firstorder`, `intros; lia` in turn;
+- `sauto`: CoqHammer's own proof search, no external prover;
+- `hammer`: CoqHammer's `hammer` (the provers it finds here: E), its ATP limit half the budget;
+- `model`: a registered prover model of the loop (`--model`), searched at the loop's evaluation settings with the
+  budget as its wall-clock and prover-seconds limit.
+
+Prints a markdown table (proved, 95 % Wilson interval, median seconds of the proofs) and every pair's paired
+difference with its bootstrap 95 % interval; writes one JSON line per (theorem, prover) under `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from itertools import combinations
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+
+from aitp.evaluate import wilson
+from aitp.loop.prover_settings import loop_proving
+from aitp.paired import paired_bootstrap
+from aitp.proving.coq_hammer import outside_premises, reconstruction
+from aitp.proving.env import ProofStep, Theorem
+from aitp.proving.theorem_set import TheoremSet
+
+PEER_TACTICS = {
+    "coq-auto": ["auto", "eauto", "lia", "intuition", "firstorder", "intros; lia"],
+    "sauto": ["sauto"],
+    "hammer": ["hammer"],
+}
+CHUNK = 5  # theorems per task: one prover session each, so long hammer runs spread over the workers
+
+
+@dataclass
+class Attempt:
+    """One prover on one theorem: whether a re-checked proof was found, how long the search took, and why."""
+
+    theorem: str
+    prover: str
+    proved: bool
+    seconds: float
+    proof: str
+    check: str
+
+
+def premise_refusal(proof: str, premises: list[str]) -> str:
+    """Why a hammer proof may not count because it cites lemmas not stated before the theorem ('' when it may)."""
+    outside = outside_premises(proof, premises)
+    return f"use: lemmas not stated before the theorem: {', '.join(outside)}" if outside else ""
+
+
+def try_peer(env, library: TheoremSet, theorem: Theorem, prover: str, budget: float) -> Attempt:
+    """Run a peer's tactics on the theorem's root goal until one proves it or the budget is spent; re-check it."""
+    goal = env.open(theorem)
+    start, proof, note = time.perf_counter(), "", "not proved"
+    for tactic in PEER_TACTICS[prover]:
+        left = budget - (time.perf_counter() - start)
+        if left < 0.5:
+            note = "budget spent"
+            break
+        result = env.run_tactic(goal, tactic, timeout=left)
+        if result.outcome == "proved":
+            proof = (reconstruction(env.printed) or tactic) if prover == "hammer" else tactic
+            break
+        note = f"{result.outcome}: {' '.join(result.error.split())[:160]}"
+    seconds = time.perf_counter() - start
+    if not proof:
+        return Attempt(theorem.name, prover, False, seconds, "", note)
+    refusal = premise_refusal(proof, library.premises(theorem.name)) if prover == "hammer" else ""
+    if refusal:
+        return Attempt(theorem.name, prover, False, seconds, proof, refusal)
+    check = env.check_proof(theorem, ProofStep(proof))
+    return Attempt(theorem.name, prover, check.ok, seconds, proof, check.message)
+
+
+def run_task(task: tuple[str, list[str], dict]) -> list[Attempt]:
+    """One prover on a chunk of theorems, in one prover session of this worker process."""
+    from aitp.proving.coq import CoqEnv
+    from aitp.proving.errors import ProverCrashedError, UnknownTheoremError
+    from aitp.proving.theorems import load_theorem_set
+
+    prover, names, opts = task
+    library = load_theorem_set(opts["theorems"], opts["home"])
+    if prover == "model":
+        return run_model(names, library, opts)
+    out = []
+    with CoqEnv(tactic_timeout=opts["budget"], automation=prover != "coq-auto") as env:
+        env.set_premises(library.premise_map())
+        for name in names:
+            try:
+                out.append(try_peer(env, library, library.get(name), prover, opts["budget"]))
+            except (UnknownTheoremError, ProverCrashedError) as exc:
+                env.recover()
+                out.append(Attempt(name, prover, False, 0.0, "", f"not opened: {' '.join(str(exc).split())[:160]}"))
+    return out
+
+
+def run_model(names: list[str], library: TheoremSet, opts: dict) -> list[Attempt]:
+    """The registered prover model's search at the loop's evaluation settings, the budget as its time limit."""
+    from aitp.proving.coq import CoqEnv
+    from aitp.proving.prover_models import load_prover_models
+    from aitp.proving.search import Budget, SearchConfig, make_search
+
+    models = load_prover_models(opts["checkpoint"], library)
+    p = loop_proving("coq")
+    budget = Budget(p.eval_expansions, opts["budget"], opts["budget"])
+    config = SearchConfig(budget=budget, tactics_per_goal=p.eval_tactics_per_goal, tactic_timeout=p.tactic_timeout)
+    search, policy, out = make_search(p.search, config), models.policy(library), []
+    with CoqEnv(tactic_timeout=p.tactic_timeout) as env:
+        env.set_premises(library.premise_map())
+        for name in names:
+            result = search.run(env, library.get(name), policy)
+            check = result.check.message if result.check else result.stop_reason
+            out.append(Attempt(name, "model", result.proved, result.wall_seconds, result.proof_text, check))
+    return out
+
+
+def model_checkpoint(spec: str) -> str:
+    """The checkpoint directory of a registered model, from HOME:EXPERIMENT[:ALIAS] (alias default champion)."""
+    from aitp.registry.promotion import require_version
+    from aitp.registry.store import Registry
+
+    home, experiment, *alias = spec.split(":")
+    mv = require_version(Registry(home), experiment, alias[0] if alias else "champion")
+    if not mv.checkpoint or not Path(mv.checkpoint).is_dir():
+        raise SystemExit(
+            f"error: model {spec} has no local checkpoint ({mv.checkpoint!r}): run on the machine that trained it"
+        )
+    return mv.checkpoint
+
+
+def table(attempts: list[Attempt], provers: list[str], theorems: list[str], budget: float) -> str:
+    """The markdown report: one row per prover and the union, then every pair's paired difference."""
+    proved = {p: np.array([0.0] * len(theorems)) for p in provers}
+    index = {t: i for i, t in enumerate(theorems)}
+    times: dict[str, list[float]] = {p: [] for p in provers}
+    for a in attempts:
+        if a.proved:
+            proved[a.prover][index[a.theorem]] = 1.0
+            times[a.prover].append(a.seconds)
+    n = len(theorems)
+    lines = ["| prover | proved | 95 % (Wilson) | median s of proofs |", "|---|---:|---|---:|"]
+    for p in provers:
+        k = int(proved[p].sum())
+        low, high = wilson(k, n)
+        median = f"{statistics.median(times[p]):.2f}" if times[p] else "-"
+        lines.append(f"| {p} ({budget:g} s cap) | {k}/{n} | {100 * low:.1f}–{100 * high:.1f} % | {median} |")
+    union = np.max(np.stack([proved[p] for p in provers]), axis=0)
+    lines.append(f"| union of the above | {int(union.sum())}/{n} | | |")
+    lines += [
+        "",
+        "| b − a (paired, same theorems) | difference | 95 % (bootstrap) | only a | only b |",
+        "|---|---:|---|---:|---:|",
+    ]
+    for a, b in combinations(provers, 2):
+        gain, low, high = paired_bootstrap(proved[a], proved[b])
+        only_a = int(((proved[a] == 1) & (proved[b] == 0)).sum())
+        only_b = int(((proved[b] == 1) & (proved[a] == 0)).sum())
+        lines.append(f"| {b} − {a} | {gain:+.3f} | {low:+.3f} to {high:+.3f} | {only_a} | {only_b} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", choices=("valid", "test"), default="valid")
+    parser.add_argument("--limit", type=int, default=200, help="the first N theorems of the split, in set order")
+    parser.add_argument("--budget", type=float, default=20.0, help="wall-clock seconds per theorem, every prover")
+    parser.add_argument("--provers", default="coq-auto,sauto,hammer", help="comma-separated: coq-auto,sauto,hammer")
+    parser.add_argument("--model", default=None, help="HOME:EXPERIMENT[:ALIAS]: also a registered prover model")
+    parser.add_argument("--workers", type=int, default=2, help="processes, one prover session each")
+    parser.add_argument("--home", default=None, help="aitp home holding the theorem set cache (default ./data)")
+    parser.add_argument("--out", type=Path, default=None, help="write attempts.jsonl and table.md here")
+    args = parser.parse_args()
+    provers = [p.strip() for p in args.provers.split(",") if p.strip()]
+    unknown = [p for p in provers if p not in PEER_TACTICS]
+    if unknown:
+        raise SystemExit(f"error: unknown prover {unknown[0]}: choose from {', '.join(PEER_TACTICS)}")
+    from aitp.proving.theorems import load_theorem_set
+
+    theorem_set = loop_proving("coq").theorem_set_name
+    library = load_theorem_set(theorem_set, args.home)
+    theorems = [t.name for t in library.split(args.split)[: args.limit]]
+    opts = {"theorems": theorem_set, "home": args.home, "budget": args.budget}
+    if args.model:
+        opts["checkpoint"] = model_checkpoint(args.model)
+        provers.append("model")
+    tasks = [(p, theorems[i : i + CHUNK], opts) for p in provers for i in range(0, len(theorems), CHUNK)]
+    start, attempts = time.perf_counter(), []
+    with get_context("spawn").Pool(args.workers) as pool:
+        for done in pool.imap_unordered(run_task, tasks):
+            attempts.extend(done)
+            print(
+                f"{len(attempts)}/{len(theorems) * len(provers)} attempts, {time.perf_counter() - start:.0f} s",
+                flush=True,
+            )
+    report = table(attempts, provers, theorems, args.budget)
+    print(report)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        rows = sorted(attempts, key=lambda a: (theorems.index(a.theorem), a.prover))
+        (args.out / "attempts.jsonl").write_text("".join(json.dumps(asdict(a)) + "\n" for a in rows))
+        (args.out / "table.md").write_text(report + "\n")
+
+
+if __name__ == "__main__":
+    main()

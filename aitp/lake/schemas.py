@@ -218,7 +218,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         col("n_sentences", pa.int32(), "sentences of the script (tactics, bullets, braces, commands)"),
         col("n_steps", pa.int32(), "tactic steps recorded in human_steps"),
         col("n_allowlisted", pa.int32(), "recorded steps that pass the allowlist"),
-        col("reason", pa.string(), "why the replay stopped (open: or step: and Coq's message), null when complete"),
+        col("reason", pa.string(), "why it stopped: open:, step: or end:, then the message; null when complete"),
         col("failed_sentence", pa.string(), "the sentence that failed, null when complete or at the opening"),
         col("seconds", pa.float64(), "wall seconds the replay took"),
         col("human_proof", pa.string(), "the script as extracted from the library source"),

@@ -9,11 +9,12 @@ later lemmas hidden from the hint databases), then its script runs sentence by s
 - a tactic sentence, `;`-chains and `...` included, is one step: the first focused goal before it, and
   the goals it left (the focused goals after it less the untouched siblings);
 - `Proof with T` is executed (its `...` sentences need it), `Proof using` dropped (no section here),
-  `Proof t` (a proof term) and a vernacular command inside the script are recorded as unsupported.
+  `Proof t` (a proof term) is recorded as unsupported;
+- a command between tactics (`Opaque f.`, `Unshelve.`) is executed but is no step.
 
-Valid and test theorems are never replayed: `replay_split` takes the train split only, and
-`human_step_rows` refuses any other theorem. A replay that fails (a Coq error at step k, a timeout, an
-unsupported sentence) keeps the steps before it and records why in `human_replays`.
+Valid and test theorems are never replayed: `replay_theorems` and `human_step_rows` refuse them. A
+replay that fails (a Coq error at step k, a timeout, an unsupported sentence, goals left at the end)
+keeps the steps before it and records why in `human_replays`.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ _SELECTOR = re.compile(r"^\s*(?:(\d+)|all|par|\d+\s*-\s*\d+(?:\s*,\s*\d+(?:\s*-\
 
 @dataclass(frozen=True)
 class Script:
-    """A human proof as sentences: ("structure" | "tactic" | "unsupported", text), plus its `Proof with` tactic."""
+    """A human proof as (kind, text) sentences, kind structure, tactic, command or unsupported; its `Proof with`."""
 
     sentences: list[tuple[str, str]]
     proof_with: str | None = None
@@ -196,8 +197,9 @@ def replay_theorem(env: HumanReplayEnv, theorem: Theorem, tactic_timeout: float 
         if isinstance(exc, CoqTimeout) or message.startswith("Timeout"):
             message = f"timeout after {tactic_timeout:g} s"
         replay.status = "partial" if replay.steps else "failed"
-        replay.reason = f"{'open' if stage == 'open' else 'step'}: {message}"[:500]
-        replay.failed_sentence = None if stage == "open" else stage[:500]
+        where = stage if stage in ("open", "end") else "step"
+        replay.reason = f"{where}: {message}"[:500]
+        replay.failed_sentence = None if where != "step" else stage[:500]
     replay.seconds = time.perf_counter() - start
     return replay
 

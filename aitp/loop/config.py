@@ -196,10 +196,20 @@ class ProvingConfig(BaseModel):
     bestfs none)."""
     critic_min_visits: int = Field(1, ge=1)
     """Critic labels: a goal left unproved after this many visits (an expansion counts as one) is a negative."""
+    automation_tactics: bool = False
+    """Coq only: CoqHammer's tactics (`sauto`, `qauto`, `hauto`, `sauto use: ...`, `hammer`) join the fixed tactic
+    set, so the search may choose them and the ranker learns when to (needs libcoq-hammer: scripts/install_provers.sh).
+    False keeps the fixed set as it was."""
     concurrent_searches: int = Field(1, ge=1, le=256)
     """Proof searches a worker runs at once, each with its own prover session, sharing one tactic model whose
     requests are batched across them (`aitp.proving.concurrent`): on a GPU host, one decoder serves every
     search while the provers use the host's cores. 1: one search after another."""
+
+    @model_validator(mode="after")
+    def _automation_is_coq(self) -> ProvingConfig:
+        if self.automation_tactics and self.backend != "coq":
+            raise ValueError("proving.automation_tactics adds CoqHammer's tactics: use backend: coq or remove it")
+        return self
 
     @model_validator(mode="after")
     def _critic_takes_effect(self) -> ProvingConfig:
@@ -222,7 +232,12 @@ class ProvingConfig(BaseModel):
     def _dump(self, handler: Any) -> dict[str, Any]:
         # keys left out at their defaults, so experiments recorded before the keys existed keep their hash
         data = handler(self)
-        for key, default in (("critic", None), ("critic_min_visits", 1), ("concurrent_searches", 1)):
+        for key, default in (
+            ("critic", None),
+            ("critic_min_visits", 1),
+            ("concurrent_searches", 1),
+            ("automation_tactics", False),
+        ):
             if data.get(key) == default:
                 data.pop(key)
         return data

@@ -63,6 +63,7 @@ class SearchJob:
     prover_address: str | None = None  # a loaded prover serving this host's workers (`serving_address`)
     critic: str | None = None  # constant | length | learned; None: the search's default
     searches: int = 1  # searches at once in this worker, sharing one batched tactic model
+    automation: bool = False  # CoqHammer's tactics in the candidates, and sessions that load CoqHammer
 
 
 def _library(job: SearchJob) -> TheoremSet:
@@ -89,7 +90,7 @@ def search_shard(names: list[str], job: SearchJob) -> dict[str, Any]:
     config = SearchConfig(budget=budget, tactics_per_goal=job.tactics_per_goal, tactic_timeout=job.tactic_timeout)
     critic = search_critic(job.critic, models)
     theorems = [library.get(n) for n in names]
-    policy = models.policy(library, explore)
+    policy = models.policy(library, explore, automation=job.automation)
     throughput: dict[str, float] = {}
     if job.searches > 1:
         with SharedTacticPolicy(policy) as shared:
@@ -120,7 +121,8 @@ def _session(job: SearchJob, library: TheoremSet) -> ProverEnv:
     """A prover session of the job's backend with the library's premises set (a context manager)."""
     from aitp.proving.backends import open_env
 
-    env = open_env(job.backend, tactic_timeout=job.tactic_timeout, address=job.prover_address)
+    automation = {"automation": True} if job.automation else {}  # only the Coq backend takes it
+    env = open_env(job.backend, tactic_timeout=job.tactic_timeout, address=job.prover_address, **automation)
     try:
         env.set_premises(library.premise_map())
     except BaseException:
@@ -207,6 +209,7 @@ class ProverEnvironment:
             iteration=iteration,
             critic=p.critic,
             searches=p.concurrent_searches,
+            automation=p.automation_tactics,
         )
 
     @property

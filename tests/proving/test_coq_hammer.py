@@ -115,3 +115,19 @@ def test_circular_hammer_proof_is_refused(hammer_env):
     for proof in ("hammer", replay):
         check = hammer_env.check_proof(ADD_COMM, ProofStep(proof))
         assert not check.ok and "depends on the theorem being proved" in check.message
+
+
+def test_automation_tactics_config_is_opt_in_coq_only_and_reaches_the_searches(tmp_path):
+    from aitp.loop.config import LoopConfig
+    from aitp.loop.proving import ProverEnvironment
+
+    plain = LoopConfig.model_validate({"environment": "proving"})
+    assert "automation_tactics" not in plain.model_dump()["proving"]  # recorded configs hash as before
+    on = LoopConfig.model_validate({"environment": "proving", "proving": {"automation_tactics": True}})
+    assert on.model_dump()["proving"]["automation_tactics"] is True
+    assert ProverEnvironment(on, tmp_path).job(None, 1, train=True).automation
+    assert not ProverEnvironment(plain, tmp_path).job(None, 1, train=False).automation
+    with pytest.raises(ValueError, match="automation_tactics"):
+        LoopConfig.model_validate(
+            {"environment": "proving", "proving": {"backend": "hol-light", "automation_tactics": True}}
+        )

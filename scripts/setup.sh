@@ -3,6 +3,8 @@
 # Offline (a GPU cluster with no package index): bash scripts/setup.sh --wheelhouse DIR [--system-site-packages]
 #   installs from a wheelhouse of scripts/wheelhouse.sh (a folder, or its bundles copied into one folder) with no
 #   index; --system-site-packages lets .venv use the packages of the python that makes it (e.g. the image's torch).
+#   Debian's provers carried in it (wheelhouse.sh --provers coq) are unpacked into .provers/, where the Coq backend
+#   finds them (aitp/proving/prover_prefix.py; `.venv/bin/python -m aitp.proving.prover_prefix` shows where).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
@@ -11,7 +13,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --wheelhouse) [ $# -ge 2 ] || { echo "error: --wheelhouse needs a folder" >&2; exit 2; }; wheelhouse=$2; shift ;;
     --system-site-packages) system_site=1 ;;
-    -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
     *) echo "error: unknown option $1: pass --wheelhouse DIR [--system-site-packages], or nothing" >&2; exit 2 ;;
   esac
   shift
@@ -56,7 +58,13 @@ if [ -n "$wheelhouse" ]; then
     mkdir -p models && tar -C models -xf "$model"
     echo "model directory models/$(basename "$model" .tar): run with --set policy=$PWD/models/$(basename "$model" .tar)"
   done
-  echo "provers: not installed offline (Debian's coq, hol-light and libnum-ocaml-dev come from a package mirror)"
+  if compgen -G "$stage/debs/*.deb" >/dev/null; then
+    "$python" scripts/prover_debs.py unpack "$stage/debs" .provers
+    .venv/bin/python -m aitp.proving.prover_prefix
+  else
+    echo "provers: not installed offline (Debian's coq, hol-light and libnum-ocaml-dev come from a package mirror;" \
+      "build the wheelhouse with --provers coq to carry Coq)"
+  fi
   echo "installed from $wheelhouse in $((SECONDS - start)) s"
   exit 0
 fi

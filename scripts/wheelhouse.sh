@@ -2,6 +2,8 @@
 # Build a wheelhouse for an offline GPU machine: every wheel aitp needs beyond what the target has.
 #   bash scripts/wheelhouse.sh --python 3.12 --have torch,transformers --bundle-mib 60 --out wheelhouse
 # then on the target (no package index): bash scripts/setup.sh --wheelhouse wheelhouse
+# With --provers coq it also carries Debian's Coq, CoqHammer, eprover, z3 and cvc5 (~150 MiB of .deb files, fetched
+# here with apt-get), which setup.sh unpacks into .provers/ (see scripts/prover_debs.py).
 # Options:
 #   --python X.Y        the target's Python (default 3.12); a pythonX.Y here builds and resolves
 #   --have LIST         comma-separated packages the target already has, optionally name==version to resolve
@@ -13,19 +15,26 @@
 #   --glibc 2.N         oldest manylinux glibc of the target (default 2.28)
 #   --build-python P    the interpreter that builds the source-only wheels (default: pythonX.Y, else pyenv's)
 #   --out DIR           where the wheelhouse goes (default: wheelhouse); it is replaced
+#   --provers P         coq: carry Debian's provers too (needs apt-get here; the target needs a glibc as new as
+#                       this machine's); none (default): the target installs them itself, or has none
 set -euo pipefail
 cd "$(dirname "$0")/.."
-version=3.12 have=torch extras=dev,hf,gpu model=smollm2 part_mib="" bundle_mib="" glibc=2.28 build_python="" out=wheelhouse
+version=3.12 have=torch extras=dev,hf,gpu model=smollm2 part_mib="" bundle_mib="" glibc=2.28 build_python=""
+out=wheelhouse provers=none
 while [ $# -gt 0 ]; do
   case "$1" in
     --python) version=$2 ;; --have) have=$2 ;; --extras) extras=$2 ;; --model) model=$2 ;;
     --part-mib) part_mib=$2 ;; --bundle-mib) bundle_mib=$2 ;; --glibc) glibc=$2 ;;
-    --build-python) build_python=$2 ;; --out) out=$2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --build-python) build_python=$2 ;; --out) out=$2 ;; --provers) provers=$2 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift 2
 done
+case "$provers" in
+  coq|none) ;;
+  *) echo "error: --provers $provers: pass coq or none" >&2; exit 2 ;;
+esac
 
 # Packages published as source only: built here, for the target's Python.
 SOURCE_ONLY=(deepspeed cellpylib zss pycosat)
@@ -51,6 +60,10 @@ target=(--only-binary=:all: --python-version "$version" --implementation cp --ab
 
 rm -rf "$out"
 mkdir -p "$out/wheels"
+if [ "$provers" != none ]; then  # first: apt fails fast, pip takes minutes
+  echo "downloading Debian's $provers provers with the libraries they need beyond the target"
+  "$build_python" scripts/prover_debs.py download "$provers" "$out/debs"
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # A current pip resolves from the index's metadata files alone (an old one downloads every wheel, torch's too).

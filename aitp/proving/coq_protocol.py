@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import select
-import shutil
 import signal
 import subprocess
 import time
@@ -19,17 +18,14 @@ from dataclasses import dataclass, field
 from xml.sax.saxutils import escape
 
 from aitp.proving.errors import ProverCrashedError, ProverUnavailableError
+from aitp.proving.prover_prefix import prover_binary, prover_env
 
 COQ_INSTALL_HINT = "install Coq with `apt-get install -y coq` (or run scripts/install_provers.sh)"
 
 
 def coqidetop_binary() -> str | None:
-    """Path of the coqidetop executable, if installed."""
-    for name in ("coqidetop.opt", "coqidetop"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
+    """Path of the coqidetop executable, if installed (an offline install's prefix first)."""
+    return prover_binary("coqidetop.opt", "coqidetop")
 
 
 @dataclass
@@ -85,7 +81,12 @@ class CoqIdeTop:
             raise ProverUnavailableError(f"Coq backend unavailable: coqidetop not found; {COQ_INSTALL_HINT}")
         cmd = [binary, "-main-channel", "stdfds", "-async-proofs", "off", *args]
         self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=prover_env(),
         )
         self._buffer = b""
         self.messages: list[str] = []  # each message on one line

@@ -9,13 +9,13 @@ statement exactly as Coq prints it.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 from aitp.proving.coq_protocol import COQ_INSTALL_HINT, CoqError, CoqIdeTop
 from aitp.proving.env import Theorem
 from aitp.proving.errors import ProverUnavailableError
+from aitp.proving.prover_prefix import prover_binary, prover_env
 from aitp.proving.theorem_set import TheoremSet
 
 # In dependency order, so a theorem's premises (the names before it) are mostly loadable with it.
@@ -52,11 +52,11 @@ _PROOF_END = re.compile(r"^(Qed|Defined|Admitted|Abort)\b")
 
 def coq_theories_dir() -> Path:
     """Where the Coq standard library sources live (`coqc -where`/theories)."""
-    coqc = shutil.which("coqc")
+    coqc = prover_binary("coqc")
     if coqc is None:
         raise ProverUnavailableError(f"Coq backend unavailable: coqc not found; {COQ_INSTALL_HINT}")
-    where = subprocess.run([coqc, "-where"], capture_output=True, text=True, check=True).stdout.strip()
-    return Path(where) / "theories"
+    done = subprocess.run([coqc, "-where"], capture_output=True, text=True, check=True, env=prover_env())
+    return Path(done.stdout.strip()) / "theories"
 
 
 _COMMENT_TOKEN = re.compile(r'"|\(\*|\*\)')

@@ -27,12 +27,17 @@ def theorem_name(theorem_id: str) -> str:
 
 def query_traces(home: str | Path, sql: str, experiment: str, up_to: int, **params: object) -> list[tuple]:
     """Rows of `sql` over the lake, with `$experiment`, `$up_to` and `aitp_split()` bound."""
+    return query_lake(home, sql, experiment=experiment, up_to=up_to, **params)
+
+
+def query_lake(home: str | Path, sql: str, **params: object) -> list[tuple]:
+    """Rows of `sql` over the lake, with `aitp_split()` and the named parameters bound."""
     from aitp.lake import connect
 
     con = connect(home)
     try:
         con.create_function("aitp_split", lambda tid: split_of(theorem_name(tid)), ["VARCHAR"], "VARCHAR")
-        return con.execute(sql, {"experiment": experiment, "up_to": up_to, **params}).fetchall()
+        return con.execute(sql, params or None).fetchall()
     finally:
         con.close()
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from aitp.proving.premises import used_premises
 from aitp.proving.theorem_set import TheoremSet
-from aitp.proving.trace_queries import TRAIN, query_traces, theorem_name, train_only
+from aitp.proving.trace_queries import TRAIN, query_lake, query_traces, theorem_name, train_only
 
 if TYPE_CHECKING:
     from aitp.proving.critic_data import CriticExample
@@ -142,7 +142,7 @@ def human_step_examples(home: str | Path) -> list[TacticExample]:
 
     if not commits(home, "human_steps"):
         return []
-    rows = query_traces(home, HUMAN_STEPS_SQL, "", 0)
+    rows = query_lake(home, HUMAN_STEPS_SQL)
     return [
         TacticExample(train_only(theorem_name(tid)), TRAIN, goal, tactic, 0, "human", f"{tid}#{k}", source="human_step")
         for tid, goal, tactic, k in rows

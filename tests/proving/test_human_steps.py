@@ -164,3 +164,25 @@ def test_a_failing_step_keeps_the_steps_before_it_and_says_why():
     (replay,) = replay_theorems([theorem], tactic_timeout=5.0)
     assert replay.status == "partial" and len(replay.steps) == 1
     assert replay.reason.startswith("step: ") and replay.failed_sentence == "discriminate."
+
+
+def test_the_generator_learns_the_allowlisted_train_steps_and_a_home_without_them_is_refused(lake, tmp_path):
+    from aitp.loop.config import LoopConfig
+    from aitp.loop.proving import ProverEnvironment
+    from aitp.proving.tactic_generator import GeneratorSettings, sft_examples
+    from aitp.proving.training_data import human_step_examples
+    from aitp.train.data import NoTrainingDataError
+    from tests.loop.test_proving import PROVE
+
+    examples = human_step_examples(lake)
+    allowlisted = sql(lake, "SELECT theorem, tactic FROM human_steps WHERE allowlisted ORDER BY theorem, step_index")
+    assert [(e.theorem, e.tactic) for e in examples] == [(r["theorem"], r["tactic"]) for r in allowlisted]
+    assert {e.source for e in examples} == {"human_step"} and {e.split for e in examples} == {"train"}
+    rows = sft_examples(examples, "coq", GeneratorSettings())
+    assert rows and {r["source"] for r in rows} == {"human_step"} and {r["theorem"] for r in rows} <= set(TRAIN)
+    assert human_step_examples(tmp_path) == []
+    proving = {**PROVE["proving"], "tactic_policy": "generative", "generator": {"human_steps": True}}
+    env = ProverEnvironment(LoopConfig.model_validate({**PROVE, "proving": proving}), tmp_path)
+    with pytest.raises(NoTrainingDataError, match="aitp prove-steps --home"):
+        env._human_steps()
+    assert len(ProverEnvironment(env.config, lake)._human_steps()) == len(examples)

@@ -11,7 +11,7 @@ import difflib
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -40,9 +40,11 @@ def _known_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     keys = []
     for name, field in model.model_fields.items():
         keys.append(prefix + name)
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            keys += _known_keys(annotation, prefix + name + ".")
+        # a section that may be left out (`proving: ProvingConfig | None`) takes overrides of its keys too
+        for section in (field.annotation, *get_args(field.annotation)):
+            if isinstance(section, type) and issubclass(section, BaseModel):
+                keys += _known_keys(section, prefix + name + ".")
+                break
     return keys
 
 

@@ -84,3 +84,13 @@ def test_port_already_taken(tmp_path, option):
         _fails(["services", "up", "--home", str(tmp_path), option, str(port)], str(port), option)
     assert not (tmp_path / "services.json").exists()
     assert not (tmp_path / "prefect").exists()
+
+
+def test_keys_of_an_optional_section_can_be_set_and_unknown_ones_are_named():
+    from aitp.configs import ConfigError, apply_overrides
+    from aitp.loop import LoopConfig
+
+    data = apply_overrides({}, ["proving.train_slice=7", "proving.generator.human_steps=true"], LoopConfig)
+    assert data == {"proving": {"train_slice": 7, "generator": {"human_steps": True}}}
+    with pytest.raises(ConfigError, match="proving.train_slize"):
+        apply_overrides({}, ["proving.train_slize=7"], LoopConfig)

@@ -3,7 +3,8 @@
 A GPU machine often has neither Coq nor a package index. `scripts/wheelhouse.sh --provers coq` calls
 `download` to fetch Coq, CoqHammer and the ATPs its `hammer` calls, with the libraries they link that a
 minimal image lacks, as .deb files into the wheelhouse (so its manifest and bundles cover them).
-`scripts/setup.sh --wheelhouse` calls `unpack` to `dpkg -x` them into `.provers/`, where apt cannot run;
+`scripts/setup.sh --wheelhouse` calls `unpack` to `dpkg -x` them into `.provers/`, where apt cannot run, and
+to link the one folder CoqHammer looks for at a fixed place (FIXED_PATHS) where this user may;
 `aitp.proving.prover_prefix` then points the Coq backend at that prefix.
 
 Left out (`TARGET_HAS`): the C and C++ runtime, which must be the target's own (the prefix is put on
@@ -27,6 +28,9 @@ from pathlib import Path
 
 PROVERS = {"coq": ("coq", "libcoq-hammer", "eprover", "z3", "cvc5")}
 TARGET_HAS = ("libc6", "libgcc-s1", "libstdc++6", "gcc-*-base", "ocaml-nox", "ocaml-findlib", "python3")
+# Where Debian compiled absolute paths into the provers that no variable moves: CoqHammer runs its ATPs through
+# /usr/libexec/coq-hammer/htimeout (and predicts premises with its `predict`). Linked to the prefix where allowed.
+FIXED_PATHS = ("usr/libexec/coq-hammer",)
 _DEPENDS = re.compile(r"^ ([ |])(?:Pre)?Depends: (\S+)$")
 
 
@@ -137,6 +141,23 @@ def unpack(debs: Path, prefix: Path) -> int:
     return len(files)
 
 
+def link_fixed_paths(prefix: Path, root: Path = Path("/")) -> list[str]:
+    """Link each of FIXED_PATHS that `root` lacks to the prefix's copy; what could not be linked, with the fix."""
+    notes = []
+    for rel in FIXED_PATHS:
+        target, link = (prefix / rel).resolve(), root / rel
+        if not target.exists() or link.exists():  # not carried, or the system's own install
+            continue
+        try:
+            if link.is_symlink():  # left dangling by a prefix that has moved
+                link.unlink()
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(target)
+        except OSError:
+            notes.append(f"CoqHammer's hammer needs {link}: as root, ln -s {target} {link} (sauto works without it)")
+    return notes
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -152,6 +173,8 @@ def main(argv: list[str]) -> None:
         print(f"{len(packages)} Debian packages for {args.provers}: {' '.join(packages)}")
     else:
         print(f"{unpack(args.debs, args.prefix)} Debian packages unpacked into {args.prefix}")
+        for note in link_fixed_paths(args.prefix):
+            print(f"warning: {note}")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ Debian packages of Coq, CoqHammer and its ATPs (`dpkg -x`) into `.provers/` in t
 installing them. Unpacked binaries keep Debian's paths compiled in and its libraries out of the loader's
 reach, so every prover process the project starts takes its binary and environment from here: the
 prefix's `bin` folders first on PATH (coqidetop starts CoqHammer's `eprover` from there), its libraries on
-LD_LIBRARY_PATH, COQLIB at its Coq library, and OCAMLLIB at its OCaml library (Coq's findlib resolves
-plugins such as CoqHammer's against it). Without a prefix the system's provers are used unchanged.
+LD_LIBRARY_PATH, COQLIB at its Coq library, and OCAMLLIB and OCAMLPATH at its OCaml library (Coq's findlib
+resolves plugins such as CoqHammer's there). Without a prefix the system's provers are used unchanged.
 
 `python -m aitp.proving.prover_prefix` prints where each prover is found.
 """
@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 PREFIX_ENV = "AITP_PROVERS"
@@ -49,8 +50,12 @@ def prover_env() -> dict[str, str] | None:
     coqlib = next((prefix / c for c in COQLIB_CANDIDATES if (prefix / c / "theories").is_dir()), None)
     if coqlib is not None:
         env["COQLIB"] = str(coqlib)
-    if (prefix / "usr" / "lib" / "ocaml").is_dir():
-        env["OCAMLLIB"] = str(prefix / "usr" / "lib" / "ocaml")
+    ocaml = prefix / "usr" / "lib" / "ocaml"
+    if ocaml.is_dir():
+        env["OCAMLLIB"] = env["OCAMLPATH"] = str(ocaml)
+        # Findlib refuses to start without a configuration file, and Debian's (/etc/ocamlfind.conf) comes with
+        # the OCaml compiler's packages, which are not carried: an empty one is enough, the paths are set above.
+        env["OCAMLFIND_CONF"] = os.devnull
     return env
 
 
@@ -64,8 +69,11 @@ def prover_binary(*names: str) -> str | None:
     return None
 
 
+CHECK = "Require Import Lia.\nGoal 1 + 1 = 2. Proof. lia. Qed.\n"  # Coq starts, loads a plugin, proves
+
+
 def main() -> int:
-    """Print where each prover is found and what `coqc -where` answers; non-zero if coqc does not run."""
+    """Print where each prover is found and what `coqc -where` answers; non-zero if Coq cannot prove a lemma."""
     prefix = prover_prefix()
     print(f"prefix: {prefix or f'none ({DEFAULT_PREFIX} or ${PREFIX_ENV}): the system provers'}")
     for name in PROVER_BINARIES:
@@ -73,14 +81,19 @@ def main() -> int:
     coqc = prover_binary("coqc")
     if coqc is None:
         return 0 if prefix is None else 1
-    done = subprocess.run([coqc, "-where"], capture_output=True, text=True, env=prover_env())
+    with tempfile.TemporaryDirectory() as scratch:
+        (Path(scratch) / "check.v").write_text(CHECK)
+        done = subprocess.run([coqc, "check.v"], capture_output=True, text=True, env=prover_env(), cwd=scratch)
+    if done.returncode == 0:
+        done = subprocess.run([coqc, "-where"], capture_output=True, text=True, env=prover_env())
     if done.returncode != 0:
-        why = done.stderr.strip().splitlines()[-1:] or [f"status {done.returncode}"]
-        print(
-            f"error: {coqc} -where failed ({why[0]}): the provers need a glibc as new as the machine that "
-            "downloaded them: build the wheelhouse on a Debian/Ubuntu no newer than this one",
-            file=sys.stderr,
+        why = " ".join(done.stderr.split())[:300] or f"status {done.returncode}"
+        fix = (
+            "build the wheelhouse on a Debian/Ubuntu no newer than this machine (its glibc is older)"
+            if "GLIBC" in why
+            else "remove the prefix and install Coq from a package mirror (scripts/install_provers.sh)"
         )
+        print(f"error: {coqc} does not run here ({why}): {fix}", file=sys.stderr)
         return 1
     print(f"coqc -where: {done.stdout.strip()}")
     return 0

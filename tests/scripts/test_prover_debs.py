@@ -86,7 +86,7 @@ def _deb(tmp: Path, name: str, files: dict[str, str]) -> Path:
 
 
 @needs_dpkg
-def test_unpacked_debs_are_where_the_coq_backend_looks(tmp_path, monkeypatch):
+def test_unpacked_debs_are_where_the_coq_backend_looks(tmp_path, monkeypatch, capsys):
     from aitp.proving.coq_protocol import coqidetop_binary
     from aitp.proving.extract_coq import coq_theories_dir
 
@@ -111,6 +111,13 @@ def test_unpacked_debs_are_where_the_coq_backend_looks(tmp_path, monkeypatch):
     assert env["LD_LIBRARY_PATH"].split(os.pathsep)[0] == str(prefix / "usr" / "lib" / "x86_64-linux-gnu")
     assert env["OCAMLLIB"] == str(prefix / "usr" / "lib" / "ocaml")
 
+    assert env["OCAMLFIND_CONF"] == os.devnull  # Debian's /etc/ocamlfind.conf is not carried
+
+    too_new = "#!/bin/sh\necho '/lib/libc.so.6: version GLIBC_2.99 not found' >&2; exit 1\n"
+    (prefix / "usr" / "bin" / "coqc").write_text(too_new)
+    assert prover_prefix.main() == 1  # Coq does not run here: says so, naming the fix
+    assert "build the wheelhouse on a Debian/Ubuntu no newer" in capsys.readouterr().err
+
     monkeypatch.setenv(prover_prefix.PREFIX_ENV, str(tmp_path / "nowhere"))
     assert prover_prefix.prover_env() is None  # no prefix: the system's provers, our environment
 
@@ -127,7 +134,28 @@ def test_a_broken_deb_leaves_the_prefix_as_it_was(tmp_path):
     assert [p.name for p in prefix.iterdir()] == ["kept"] and not (tmp_path / ".provers.partial").exists()
 
 
-# Runs with the system's Coq hidden where a mount namespace can be made (root): its binaries, its OCaml tree.
+def test_coqhammers_fixed_folder_is_linked_to_the_prefix_where_allowed(tmp_path):
+    prefix = tmp_path / ".provers"
+    (prefix / "usr" / "libexec" / "coq-hammer").mkdir(parents=True)
+    root = tmp_path / "root"
+    assert prover_debs.link_fixed_paths(prefix, root) == []
+    link = root / "usr" / "libexec" / "coq-hammer"
+    assert link.resolve() == (prefix / "usr" / "libexec" / "coq-hammer").resolve()
+
+    moved = tmp_path / "moved" / ".provers"  # the checkout moved: the old link dangles and is replaced
+    moved.parent.mkdir()
+    prefix.rename(moved)
+    assert prover_debs.link_fixed_paths(moved, root) == [] and link.resolve() == (moved / "usr/libexec/coq-hammer")
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "usr").write_text("")  # cannot be made: a note naming the command to run as root
+    (note,) = prover_debs.link_fixed_paths(moved, elsewhere)
+    assert note.startswith(f"CoqHammer's hammer needs {elsewhere}/usr/libexec/coq-hammer: as root, ln -s ")
+
+
+# Runs with the system's Coq hidden where a mount namespace can be made (root): its binaries, its OCaml tree and
+# findlib's /etc/ocamlfind.conf, as on a GPU image that never had OCaml.
 PROVE_THROUGH_PREFIX = textwrap.dedent(
     """
     import subprocess, sys
@@ -148,9 +176,13 @@ PROVE_THROUGH_PREFIX = textwrap.dedent(
     """
 )
 HIDE_SYSTEM_COQ = """
-for d in /usr/lib/ocaml /usr/lib/coq; do [ -d $d ] && mount --bind "$EMPTY_DIR" $d; done
-for f in /etc/ocamlfind.conf /usr/bin/coq* /usr/bin/eprover /bin/eprover /usr/bin/z3 /usr/bin/cvc5; do
-  [ -f $f ] && mount --bind "$EMPTY_FILE" $f
+set -e
+cp -a /etc "$SCRATCH/etc" && rm -rf "$SCRATCH/etc/ocamlfind.conf" "$SCRATCH/etc/ocamlfind.conf.d"
+mount --bind "$SCRATCH/etc" /etc
+mkdir "$SCRATCH/empty" && touch "$SCRATCH/empty-file"
+for d in /usr/lib/ocaml /usr/lib/coq; do [ -d $d ] && mount --bind "$SCRATCH/empty" $d; done
+for f in /usr/bin/coq* /usr/bin/eprover /bin/eprover /usr/bin/z3 /usr/bin/cvc5; do
+  [ -f $f ] && mount --bind "$SCRATCH/empty-file" $f
 done
 exec "$@"
 """
@@ -169,8 +201,6 @@ def test_debian_coq_unpacked_into_a_prefix_proves_with_the_system_coq_hidden(tmp
     assert prover_debs.unpack(tmp_path / "debs", prefix) == len(packages)
 
     command = [sys.executable, "-c", PROVE_THROUGH_PREFIX, str(tmp_path / "hammer.v")]
-    (tmp_path / "empty").mkdir()
-    (tmp_path / "empty-file").write_text("")
     hidden = os.geteuid() == 0 and shutil.which("unshare") is not None
     if hidden:
         probe = subprocess.run(["unshare", "--mount", "true"], capture_output=True)
@@ -178,7 +208,8 @@ def test_debian_coq_unpacked_into_a_prefix_proves_with_the_system_coq_hidden(tmp
     if hidden:
         command = ["unshare", "--mount", "sh", "-c", HIDE_SYSTEM_COQ, "hide", *command]
     env = {**os.environ, prover_prefix.PREFIX_ENV: str(prefix)}
-    env |= {"EMPTY_DIR": str(tmp_path / "empty"), "EMPTY_FILE": str(tmp_path / "empty-file")}
+    env["SCRATCH"] = str(tmp_path / "hidden")
+    (tmp_path / "hidden").mkdir()
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()

@@ -174,8 +174,15 @@ def prepare_generator(
     spec = fresh_tiny_generator(config.seed) if base is None else PolicySpec.parse(base)
     if data is not None:
         return train_tactic_generator(data, backend, spec, config, staged, settings)
-    if spec.local_path() is not None:
-        shutil.copytree(spec.local_path(), staged)
+    path = spec.local_path()
+    if path is not None and path.is_dir():
+        shutil.copytree(path, staged)
+    elif path is not None:  # a one-file model (a GGUF): saved as a directory, as a fine-tuned generator is
+        from aitp.policies.loading import load_policy
+
+        policy = load_policy(spec, device="cpu")
+        policy.model.save_pretrained(staged)
+        policy.tokenizer.save_pretrained(staged)
     else:
         from aitp.policies.loading import load_policy
         from aitp.policies.tiny import save_checkpoint

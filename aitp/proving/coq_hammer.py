@@ -18,11 +18,12 @@ only among them (its `z3` and `cvc5` do not answer to those names), so here `ham
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from collections.abc import Iterable
 from functools import cache
-from pathlib import Path
+
+from aitp.proving.errors import ProverUnavailableError
+from aitp.proving.prover_prefix import prover_binary
 
 HAMMER_INSTALL_HINT = "install CoqHammer (Debian's libcoq-hammer, eprover, z3, cvc5) with scripts/install_provers.sh"
 _REPLACE = re.compile(r"Replace the (?:hammer|`\w+`) tactic with:\s*(.+?)\s*$", re.S)
@@ -33,16 +34,17 @@ _OPTION = re.compile(r"\b([a-z_]+):")
 @cache
 def coqhammer_available() -> tuple[bool, str]:
     """Whether CoqHammer's plugin is installed for this Coq, and if not, why and how to install it."""
-    coqc = shutil.which("coqc")
-    if coqc is None:
-        return False, f"coqc not found; {HAMMER_INSTALL_HINT}"
+    from aitp.proving.extract_coq import coq_theories_dir  # where `coqc -where` points, offline prefix included
+
     try:
-        where = subprocess.run([coqc, "-where"], capture_output=True, text=True, check=True, timeout=30).stdout
+        coqlib = coq_theories_dir().parent
+    except ProverUnavailableError:
+        return False, f"coqc not found; {HAMMER_INSTALL_HINT}"
     except (OSError, subprocess.SubprocessError) as exc:
         return False, f"`coqc -where` failed ({exc}); {HAMMER_INSTALL_HINT}"
-    if not (Path(where.strip()) / "user-contrib" / "Hammer" / "Plugin" / "Hammer.vo").is_file():
+    if not (coqlib / "user-contrib" / "Hammer" / "Plugin" / "Hammer.vo").is_file():
         return False, f"CoqHammer is not installed for this Coq; {HAMMER_INSTALL_HINT}"
-    if shutil.which("eprover") is None:
+    if prover_binary("eprover") is None:
         return False, f"CoqHammer's prover eprover is not installed; {HAMMER_INSTALL_HINT}"
     return True, ""
 

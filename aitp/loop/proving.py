@@ -185,6 +185,19 @@ class ProverEnvironment:
         self.home = Path(home)
         self.chunk_items = config.rollouts.chunk_items
         self.evaluator = ProofEvaluator(self)
+        self._check_human_steps()
+
+    def _check_human_steps(self) -> None:
+        """Refuse, before anything runs, a generator that is to learn from human steps this home has not replayed."""
+        from aitp.lake import commits
+        from aitp.proving.errors import MissingHumanStepsError
+
+        g = self.proving.generator
+        if g is not None and g.human_steps and self.proving.learn and not commits(self.home, "human_steps"):
+            raise MissingHumanStepsError(
+                f"proving.generator.human_steps is on but {self.home} has no human proof steps: replay them with "
+                f"`aitp prove-steps --home {self.home}`, or set proving.generator.human_steps: false"
+            )
 
     @cached_property
     def library(self) -> TheoremSet:
@@ -340,17 +353,11 @@ class ProverEnvironment:
         return out
 
     def _human_steps(self) -> list[Any]:
-        """The home's replayed human proof steps, or a one-line error naming the command that replays them."""
+        """The home's replayed human proof steps (the home was checked to have them when the run started)."""
         from aitp.proving.training_data import human_step_examples
-        from aitp.train.data import NoTrainingDataError
 
-        examples = human_step_examples(self.home)
-        if not examples:
-            raise NoTrainingDataError(
-                f"proving.generator.human_steps is on but {self.home} has no human proof steps: replay them with "
-                f"`aitp prove-steps --home {self.home}`, or set proving.generator.human_steps: false"
-            )
-        return examples
+        self._check_human_steps()
+        return human_step_examples(self.home)
 
     def _train_externally(self, home: Path, experiment: str, iteration: int, out: Path) -> Path:
         """Run the user's training command into `out`; its checkpoint is validated before the engine registers it."""

@@ -17,6 +17,10 @@ class UnknownTheoremError(AitpError):
     """A theorem name or theorem set that does not exist."""
 
 
+class MissingHumanStepsError(AitpError):
+    """A generator asked to learn from the library's human proof steps in a home that has none replayed."""
+
+
 class TacticRejectedError(AitpError):
     """A tactic outside the backend's allowlist grammar; it is never sent to the prover."""
 

@@ -169,9 +169,9 @@ def test_a_failing_step_keeps_the_steps_before_it_and_says_why():
 def test_the_generator_learns_the_allowlisted_train_steps_and_a_home_without_them_is_refused(lake, tmp_path):
     from aitp.loop.config import LoopConfig
     from aitp.loop.proving import ProverEnvironment
+    from aitp.proving.errors import MissingHumanStepsError
     from aitp.proving.tactic_generator import GeneratorSettings, sft_examples
     from aitp.proving.training_data import human_step_examples
-    from aitp.train.data import NoTrainingDataError
     from tests.loop.test_proving import PROVE
 
     examples = human_step_examples(lake)
@@ -182,7 +182,7 @@ def test_the_generator_learns_the_allowlisted_train_steps_and_a_home_without_the
     assert rows and {r["source"] for r in rows} == {"human_step"} and {r["theorem"] for r in rows} <= set(TRAIN)
     assert human_step_examples(tmp_path) == []
     proving = {**PROVE["proving"], "tactic_policy": "generative", "generator": {"human_steps": True}}
-    env = ProverEnvironment(LoopConfig.model_validate({**PROVE, "proving": proving}), tmp_path)
-    with pytest.raises(NoTrainingDataError, match="aitp prove-steps --home"):
-        env._human_steps()
-    assert len(ProverEnvironment(env.config, lake)._human_steps()) == len(examples)
+    config = LoopConfig.model_validate({**PROVE, "proving": proving})
+    with pytest.raises(MissingHumanStepsError, match="aitp prove-steps --home"):
+        ProverEnvironment(config, tmp_path)  # refused before anything runs
+    assert len(ProverEnvironment(config, lake)._human_steps()) == len(examples)

@@ -136,8 +136,11 @@ def start_prefect(home: Path, port: int | None = None, timeout: float = 120.0, t
 
 def start_mlflow(home: Path, port: int | None = None, timeout: float = 120.0) -> Service:
     """Start an MLflow tracking server on loopback over `<home>/mlflow.db` and `<home>/mlartifacts`."""
+    from aitp.registry.tracking_store import prepare_store
+
     if port:
         check_port_free(port, "--mlflow-port")
+    prepare_store(home / "mlflow.db")  # made aside and linked in whole: the server never builds it in place
     port = port or free_port()
     log = home / "mlflow-server.log"
     cmd = [

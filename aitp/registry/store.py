@@ -112,7 +112,7 @@ class Registry:
 
     @cached_property
     def client(self):
-        """The MLflow client, after checking that a server URI answers."""
+        """The MLflow client, after checking that a server URI answers (or that a SQLite store is whole)."""
         if self.uri.startswith(("http://", "https://")):
             try:
                 urllib.request.urlopen(self.uri.rstrip("/") + "/health", timeout=3).close()
@@ -123,6 +123,11 @@ class Registry:
                 ) from None
         from mlflow import MlflowClient
 
+        from aitp.registry.tracking_store import prepare_store, sqlite_path
+
+        store = sqlite_path(self.uri)
+        if store is not None:  # built aside and linked in whole: an interrupted set-up never bricks the home
+            prepare_store(store)
         return MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
 
     def call(self, what: str, fn, *args, **kwargs):

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from aitp.errors import AitpError
+from aitp.user_yaml import parse_yaml, read_yaml
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -28,10 +29,10 @@ class ConfigError(AitpError):
     """A config file or override that does not validate."""
 
 
-def _parse_value(text: str) -> Any:
+def _parse_value(text: str, key: str) -> Any:
     """YAML scalar rules: 3 -> int, 0.5 -> float, true -> bool, [a, b] -> list, else the string."""
     try:
-        return yaml.safe_load(text)
+        return parse_yaml(text, f"the value of --set {key}")
     except yaml.YAMLError:
         return text
 
@@ -65,7 +66,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], model: type[Base
         *parents, leaf = key.split(".")
         for part in parents:
             node = node.setdefault(part, {})
-        node[leaf] = _parse_value(value)
+        node[leaf] = _parse_value(value, key)
     return data
 
 
@@ -89,7 +90,7 @@ def load_config(model: type[M], path: str | Path | None = None, overrides: list[
         if not path.is_file():
             raise ConfigError(f"config path {path} is not a file: pass a YAML file, e.g. configs/quickstart.yaml")
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data = read_yaml(path, f"config file {path}") or {}
         except UnicodeDecodeError:
             raise ConfigError(f"config file {path} is not UTF-8 text: pass a YAML file") from None
         except yaml.YAMLError as exc:

@@ -91,7 +91,13 @@ class PolicySpec(BaseModel):
         if path.suffix in (".yaml", ".yml") and path.is_file():
             import yaml
 
-            loaded = yaml.safe_load(path.read_text())
+            from aitp.user_yaml import read_yaml
+
+            try:
+                loaded = read_yaml(path, f"policy spec {path}")
+            except (UnicodeDecodeError, yaml.YAMLError) as exc:
+                why = " ".join(str(exc).split("\n")[0].split())
+                raise PolicyLoadError(f"policy spec {path} is not YAML ({why}): see configs/model/tiny.yaml") from None
             if not isinstance(loaded, dict):
                 raise PolicyLoadError(f"{path} does not hold a policy spec mapping: see configs/model/tiny.yaml")
             return cls._from_mapping(loaded)

@@ -38,7 +38,7 @@ def report_command(
     from aitp.home import require_home, resolve_home
     from aitp.report import write_report
 
-    require_home(home)  # a report only reads: a mistyped home is an error, not a new empty one
+    require_home(home, object_store=False)  # a report only reads: a mistyped home is an error, not a new empty one
     root = resolve_home(home)
     aliases = _aliases(root, experiment, tracking_uri) if tracking_uri else None
     path = write_report(root, experiment, out or root / "reports" / f"{experiment}.html", aliases)

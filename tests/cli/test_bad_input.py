@@ -260,3 +260,14 @@ def test_no_traceback_reaches_the_terminal(case, inputs, sandbox):
     )
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode != 0 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "case",
+    [("run",), ("prove-steps",), ("services", "up"), ("services", "status"), ("report", "--experiment", "e")],
+)
+def test_commands_with_a_local_home_refuse_an_s3_home(case, inputs, sandbox):
+    """They used to write to a local folder `./s3:/bucket/x` and leave the bucket empty."""
+    _check_fails_cleanly((*case, "--home", "s3://traces/aitp"), inputs, sandbox)
+    line = invoke([*case, "--home", "s3://traces/aitp"])[2]
+    assert "s3://traces/aitp is an object-store URI" in line and "aitp sql" in line

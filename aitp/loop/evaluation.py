@@ -8,6 +8,7 @@ writes the outcome into the iteration's row of the lake. The loop's promote stag
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from aitp.lake import record_iteration
@@ -64,4 +65,25 @@ def gate(
         reason = f"registry error, not promoted: {exc}"
         record_iteration(registry.home, experiment, iteration, {**row, "promoted": False, "promote_reason": reason})
         raise
-    return decision
+    answer = as_registry_says(registry, experiment, decision)
+    if answer != decision:
+        record_iteration(
+            registry.home, experiment, iteration, {**row, "promoted": answer.promoted, "promote_reason": answer.reason}
+        )
+    return answer
+
+
+def as_registry_says(registry: Registry, experiment: str, decision: Decision) -> Decision:
+    """The decision as the registry holds it after the aliases moved: promoted iff `champion` is the challenger.
+
+    The iteration's record is written from this answer, so record and registry cannot disagree.
+    """
+    champion = registry.get(experiment, CHAMPION)
+    crowned = champion is not None and champion.version == decision.challenger
+    if crowned == decision.promoted:
+        return decision
+    held = f"v{champion.version}" if champion else "none"
+    reason = (
+        f"{decision.reason}; but the registry's champion is {held}, so recorded as {'' if crowned else 'not '}promoted"
+    )
+    return replace(decision, promoted=crowned, reason=reason)

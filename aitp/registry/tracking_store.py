@@ -125,10 +125,15 @@ def _build(path: Path) -> None:
             os.link(staging, path)
         _fsync_dir(path.parent)
     except Exception as exc:
+        _discard(staging)  # first: the free space reported is what the user has to work with
         raise TrackingStoreError(_why(exc, path)) from None
     finally:
-        for leftover in (staging, staging.with_name(staging.name + "-journal")):
-            leftover.unlink(missing_ok=True)
+        _discard(staging)
+
+
+def _discard(staging: Path) -> None:
+    for leftover in (staging, staging.with_name(staging.name + "-journal")):
+        leftover.unlink(missing_ok=True)
 
 
 def _why(exc: BaseException, path: Path) -> str:

@@ -13,8 +13,9 @@ before the theorem (`TheoremSet.premises`).
 - `coq-auto`: Coq's own automation, `auto`, `eauto`, `lia`, `intuition`, `firstorder`, `intros; lia` in turn;
 - `sauto`: CoqHammer's own proof search, no external prover;
 - `hammer`: CoqHammer's `hammer` (the provers it finds here: E), its ATP limit half the budget;
-- `model`: a registered prover model of the loop (`--model`), searched at the loop's evaluation settings with the
-  budget as its wall-clock and prover-seconds limit.
+- `model`: a registered prover model of the loop (`--model`), searched at its experiment's evaluation settings
+  (CoqHammer's tactics too where the experiment allowed them) with the budget as its wall-clock and prover-seconds
+  limit, `--workers` searches at once sharing the model, after the peers.
 
 Prints a markdown table (proved, 95 % Wilson interval, median seconds of the proofs) and every pair's paired
 difference with its bootstrap 95 % interval; writes one JSON line per (theorem, prover) under `--out`.
@@ -34,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from aitp.evaluate import wilson
+from aitp.loop.config import ProvingConfig
 from aitp.loop.prover_settings import loop_proving
 from aitp.paired import paired_bootstrap
 from aitp.proving.coq_hammer import outside_premises, reconstruction
@@ -98,8 +100,6 @@ def run_task(task: tuple[str, list[str], dict]) -> list[Attempt]:
 
     prover, names, opts = task
     library = load_theorem_set(opts["theorems"], opts["home"])
-    if prover == "model":
-        return run_model(names, library, opts)
     out = []
     with CoqEnv(tactic_timeout=opts["budget"], automation=prover != "coq-auto") as env:
         env.set_premises(library.premise_map())
@@ -113,27 +113,48 @@ def run_task(task: tuple[str, list[str], dict]) -> list[Attempt]:
 
 
 def run_model(names: list[str], library: TheoremSet, opts: dict) -> list[Attempt]:
-    """The registered prover model's search at the loop's evaluation settings, the budget as its time limit."""
+    """The registered prover model's search at its experiment's evaluation settings, the budget as its time limit.
+
+    `searches` searches run at once sharing one batched tactic model (`aitp.proving.concurrent`), as the loop's
+    evaluation runs them: as many prover sessions as the peers' worker processes, so every prover has the same
+    cores, and a model on a GPU decodes for all of them.
+    """
+    from aitp.proving.concurrent import SharedTacticPolicy, search_concurrently
     from aitp.proving.coq import CoqEnv
     from aitp.proving.prover_models import load_prover_models
     from aitp.proving.search import Budget, SearchConfig, make_search
 
     models = load_prover_models(opts["checkpoint"], library)
-    p = loop_proving("coq")
+    p = opts["proving"]
     budget = Budget(p.eval_expansions, opts["budget"], opts["budget"])
     config = SearchConfig(budget=budget, tactics_per_goal=p.eval_tactics_per_goal, tactic_timeout=p.tactic_timeout)
-    search, policy, out = make_search(p.search, config), models.policy(library), []
-    with CoqEnv(tactic_timeout=p.tactic_timeout) as env:
+
+    def session() -> CoqEnv:
+        env = CoqEnv(tactic_timeout=p.tactic_timeout, automation=p.automation_tactics)
         env.set_premises(library.premise_map())
-        for name in names:
-            result = search.run(env, library.get(name), policy)
-            check = result.check.message if result.check else result.stop_reason
-            out.append(Attempt(name, "model", result.proved, result.wall_seconds, result.proof_text, check))
-    return out
+        return env
+
+    policy = models.policy(library, automation=p.automation_tactics)
+    with SharedTacticPolicy(policy) as shared:
+        outcome, figures = search_concurrently(
+            session, [library.get(n) for n in names], lambda: make_search(p.search, config), shared, opts["searches"]
+        )
+    proofs = {
+        r["theorem_id"].split(":", 1)[1]: r["proof_text"] for r in outcome.rows.get("proofs", []) if r["verified"]
+    }
+    print(
+        f"model: {figures.theorems_per_minute:.1f} theorems/min, model busy {figures.model_busy_share:.0%}", flush=True
+    )
+    return [
+        Attempt(a.theorem, "model", a.proved, a.wall_seconds, proofs.get(a.theorem, ""), "proved" if a.proved else "")
+        for a in outcome.attempts
+    ]
 
 
-def model_checkpoint(spec: str) -> str:
-    """The checkpoint directory of a registered model, from HOME:EXPERIMENT[:ALIAS] (alias default champion)."""
+def model_under_test(spec: str) -> tuple[str, ProvingConfig]:
+    """The checkpoint directory of a registered model, from HOME:EXPERIMENT[:ALIAS] (alias default champion),
+    and the proving settings its experiment evaluated with (search, budgets, tactic timeout, CoqHammer)."""
+    from aitp.loop.experiment import resume_config
     from aitp.registry.promotion import require_version
     from aitp.registry.store import Registry
 
@@ -143,7 +164,8 @@ def model_checkpoint(spec: str) -> str:
         raise SystemExit(
             f"error: model {spec} has no local checkpoint ({mv.checkpoint!r}): run on the machine that trained it"
         )
-    return mv.checkpoint
+    proving = resume_config(Path(home), experiment).proving or loop_proving("coq")
+    return mv.checkpoint, proving
 
 
 def table(attempts: list[Attempt], provers: list[str], theorems: list[str], budget: float) -> str:
@@ -198,9 +220,6 @@ def main() -> None:
     library = load_theorem_set(theorem_set, args.home)
     theorems = [t.name for t in library.split(args.split)[: args.limit]]
     opts = {"theorems": theorem_set, "home": args.home, "budget": args.budget}
-    if args.model:
-        opts["checkpoint"] = model_checkpoint(args.model)
-        provers.append("model")
     tasks = [(p, theorems[i : i + CHUNK], opts) for p in provers for i in range(0, len(theorems), CHUNK)]
     start, attempts = time.perf_counter(), []
     with get_context("spawn").Pool(args.workers) as pool:
@@ -210,6 +229,11 @@ def main() -> None:
                 f"{len(attempts)}/{len(theorems) * len(provers)} attempts, {time.perf_counter() - start:.0f} s",
                 flush=True,
             )
+    if args.model:  # after the peers, so it has the same cores to itself
+        checkpoint, proving = model_under_test(args.model)
+        model_opts = opts | {"checkpoint": checkpoint, "proving": proving, "searches": args.workers}
+        attempts.extend(run_model(theorems, library, model_opts))
+        provers.append("model")
     report = table(attempts, provers, theorems, args.budget)
     print(report)
     if args.out:

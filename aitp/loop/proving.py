@@ -109,12 +109,22 @@ def search_shard(names: list[str], job: SearchJob) -> dict[str, Any]:
         with _session(job, library) as env:
             search = make_search(job.search, config, critic)
             outcome = search_theorems(env, theorems, search, policy, job.experiment, job.iteration, models.version)
+    _release_decoders()
     return {
         "rows": outcome.rows,
         "attempts": [asdict(a) for a in outcome.attempts],
         "model_version": models.version,
         "throughput": throughput,
     }
+
+
+def _release_decoders() -> None:
+    """Hand a GPU decoder's engine back once a shard is searched: the iteration trains on the same card next."""
+    import sys
+
+    resident = sys.modules.get("aitp.policies.fast.resident")  # loaded only where a model decoded on CUDA
+    if resident is not None:
+        resident.release_engines()
 
 
 def _session(job: SearchJob, library: TheoremSet) -> ProverEnv:

@@ -30,9 +30,11 @@ SYSTEM_PROMPT = {
     "leandojo": "You are a Lean 4 prover. Reply with one Lean tactic for the goal.",
 }
 _VALIDATORS: dict[str, Callable[[str], str]] = {
-    "coq": lambda t: parse_coq_tactic(t),
-    "hol-light": lambda t: parse_hol_tactic(t).text,
-    "leandojo": lambda t: t if t.strip() and "\n" not in t.strip() else _reject("empty or multi-line tactic"),
+    "coq": lambda t, automation: parse_coq_tactic(t, automation=automation),
+    "hol-light": lambda t, automation: parse_hol_tactic(t).text,
+    "leandojo": lambda t, automation: (
+        t if t.strip() and "\n" not in t.strip() else _reject("empty or multi-line tactic")
+    ),
 }
 
 
@@ -77,6 +79,7 @@ class GenerativeTacticPolicy:
         max_tokens: int = 128,
         max_goal_chars: int | None = None,
         samples_per_tactic: int = 1,
+        automation: bool = False,
     ) -> None:
         if samples_per_tactic < 1:
             raise ValueError("samples_per_tactic must be at least 1")
@@ -86,6 +89,7 @@ class GenerativeTacticPolicy:
         self.max_tokens = max_tokens
         self.max_goal_chars = max_goal_chars
         self.samples_per_tactic = samples_per_tactic
+        self.automation = automation  # the sessions load CoqHammer: its tactics pass the grammar
         self.rejected = 0
         self._uses_params = "params" in inspect.signature(policy.sample).parameters
 
@@ -108,7 +112,7 @@ class GenerativeTacticPolicy:
             best: dict[str, float] = {}
             for completion in samples:
                 try:
-                    tactic = validate(completion.text.strip().split("\n")[0])
+                    tactic = validate(completion.text.strip().split("\n")[0], self.automation)
                 except TacticRejectedError:
                     self.rejected += 1
                     continue

@@ -90,7 +90,7 @@ class ProverModels:
         from aitp.proving.generative import InterleavedPolicy
         from aitp.proving.tactic_generator import load_tactic_generator
 
-        generative = load_tactic_generator(self.generator, self.backend)
+        generative = load_tactic_generator(self.generator, self.backend, automation=automation)
         return generative if explore is None else InterleavedPolicy(generative, ranked)
 
     def save(self, path: str | Path) -> str:

@@ -137,9 +137,14 @@ def generator_settings(spec: PolicySpec | str | Path) -> GeneratorSettings:
 
 
 def load_tactic_generator(
-    spec: PolicySpec | str | Path, backend: str, settings: GeneratorSettings | None = None, device: str | None = None
+    spec: PolicySpec | str | Path,
+    backend: str,
+    settings: GeneratorSettings | None = None,
+    device: str | None = None,
+    automation: bool = False,
 ) -> GenerativeTacticPolicy:
-    """A tactic policy for any search from a generator checkpoint (or a fresh model's spec)."""
+    """A tactic policy for any search from a generator checkpoint (or a fresh model's spec); `automation`: its
+    searches' sessions load CoqHammer, so the model may answer with CoqHammer's tactics."""
     from aitp.policies.loading import load_policy
 
     settings = settings or generator_settings(spec)
@@ -150,6 +155,7 @@ def load_tactic_generator(
         max_tokens=settings.max_tokens,
         max_goal_chars=settings.max_goal_chars,
         samples_per_tactic=settings.samples_per_tactic,
+        automation=automation,
     )
 
 

@@ -70,9 +70,15 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], model: type[Base
     return data
 
 
+def error_key(error: ValidationError) -> str:
+    """The dotted key of a validation error's first failure (`rollouts.threshold`)."""
+    return ".".join(str(p) for p in error.errors()[0]["loc"]) or "(top level)"
+
+
 def explain(error: ValidationError) -> str:
+    """A validation error as one line naming the key and what its value must be."""
     first = error.errors()[0]
-    location = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    location = error_key(error)
     if first["type"] == "extra_forbidden":
         return f"unknown config key '{location}': remove it or fix its spelling"
     return f"bad config value for '{location}': {first['msg']}"

@@ -35,9 +35,9 @@ class EvalSetChangedError(AitpError):
 class EvalConfig(BaseModel):
     """Which fixed questions to ask and how to sample the answers."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    name: str = Field("heldout", pattern=r"^[A-Za-z0-9_-]+$")
+    name: str = Field("heldout", pattern=r"^[A-Za-z0-9_-]+$", max_length=100)
     """Name of the eval set; an experiment may pin several, one version per name."""
     tasks: list[str] = Field(default_factory=lambda: ["basic_arithmetic"], min_length=1)
     n_per_task: int = Field(50, ge=1)

@@ -114,7 +114,9 @@ def run_command(
     home: Path | None = typer.Option(None, help=HOME_HELP),
     resume: str | None = typer.Option(None, help="Continue this experiment at its first stage not committed."),
     new_version: bool = typer.Option(False, "--new-version", help="Accept a changed config for an experiment."),
-    iterations: int | None = typer.Option(None, min=0, help="Run up to this iteration (default: the config's)."),
+    iterations: int | None = typer.Option(  # max: aitp.loop.config.MAX_ITERATION (seeds stay distinct, in range)
+        None, min=0, max=999, help="Run up to this iteration (default: the config's)."
+    ),
     dask_address: str | None = typer.Option(None, help="Existing Dask scheduler (default: a local cluster)."),
     report: bool = typer.Option(True, help="Write the HTML report at the end."),
     verbose: bool = typer.Option(False, help="Show Prefect's own logs on the console."),

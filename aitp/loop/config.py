@@ -19,6 +19,13 @@ from aitp.policies.spec import PolicySpec
 from aitp.registry.store import PromotionConfig
 from aitp.train.config import TrainConfig
 
+MAX_ITERATION = 999
+"""The last iteration a loop may run: each trains with seed `seed * 1000 + iteration`, distinct per iteration."""
+MAX_SEED = (2**32 - 1 - MAX_ITERATION) // 1000
+"""The largest loop seed whose derived training seeds stay within numpy's (and Lightning's) 0..2**32-1."""
+MAX_NAME_LENGTH = 100
+"""Experiment and eval names become file and directory names (255 bytes at most) with prefixes and suffixes."""
+
 LOOP_OWNED_TRAIN_KEYS = {
     "threshold": "set rollouts.threshold instead",
     "seed": "derived from the loop's seed and the iteration",
@@ -45,7 +52,7 @@ class StageTrainConfig(TrainConfig):
 class TaskSpec(BaseModel):
     """One reasoning-gym task and the overrides of its dataset config."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: str
     config: dict[str, Any] = Field(default_factory=dict)
@@ -67,7 +74,7 @@ class TaskSpec(BaseModel):
 class RolloutConfig(BaseModel):
     """How the champion samples groups of answers on train items."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     items_per_task: int = Field(150, ge=1)
     """Train items per task rolled out in each self-training iteration."""
@@ -77,9 +84,10 @@ class RolloutConfig(BaseModel):
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(64, ge=1)
-    threshold: float = SEED_THRESHOLD
+    threshold: float = Field(SEED_THRESHOLD, lt=1.0)
     """A group is kept when a sample scores above this (the seed's rollout_save_score_threshold); training
-    then takes the kept samples above it (the loop's one threshold: train configs may not set their own)."""
+    then takes the kept samples above it (the loop's one threshold: train configs may not set their own).
+    Scores lie in [0, 1], so 1 or more would keep nothing; a negative one keeps every sample."""
     chunk_items: int = Field(150, ge=1)
     """Items per committed chunk: the unit of resume (a Prefect task each), fanned out over Dask shards."""
     shard_size: int | None = Field(None, ge=1)
@@ -107,9 +115,9 @@ class RolloutConfig(BaseModel):
 class LoopEvalConfig(BaseModel):
     """The fixed held-out set every model is compared on (its tasks are the loop's tasks)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    name: str = Field("heldout", pattern=r"^[A-Za-z0-9_-]+$")
+    name: str = Field("heldout", pattern=r"^[A-Za-z0-9_-]+$", max_length=MAX_NAME_LENGTH)
     n_per_task: int = Field(100, ge=1)
     temperature: float = Field(0.0, ge=0.0)
     max_tokens: int = Field(64, ge=1)
@@ -122,7 +130,7 @@ PROVER_BACKENDS = ("coq", "hol-light")
 class GeneratorConfig(BaseModel):
     """The generative tactic model (`proving.tactic_policy: generative`): its base and how it is fine-tuned."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     base: str | None = None
     """A policy spec (a Hugging Face checkpoint path on a GPU, a tiny checkpoint...); None: a fresh built-in model."""
@@ -150,7 +158,7 @@ class GeneratorConfig(BaseModel):
 class ProvingConfig(BaseModel):
     """The prover environment: which theorems, how train slices are searched, and the fixed valid budget."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     backend: Literal["coq", "hol-light"] = "coq"
     theorems: str | None = None
@@ -163,7 +171,7 @@ class ProvingConfig(BaseModel):
     """The cut on the train slice: wider than at evaluation, so new kinds of proofs are found."""
     explore: float = Field(1.0, ge=0.0)
     """Gumbel temperature of the candidate order on the train slice (0: greedy)."""
-    eval_name: str = Field("valid", pattern=r"^[A-Za-z0-9_-]+$")
+    eval_name: str = Field("valid", pattern=r"^[A-Za-z0-9_-]+$", max_length=MAX_NAME_LENGTH)
     valid_theorems: int = Field(100, ge=1)
     """The first valid-split theorems (library order): the fixed set every model is evaluated on."""
     eval_expansions: int = Field(8, ge=1)
@@ -270,12 +278,13 @@ REASONING_ONLY_ROLLOUTS = (
 class LoopConfig(BaseModel):
     """An experiment: what it learns from, how each stage runs, and when it stops."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    experiment: str = Field("quickstart", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    seed: int = 0
-    """Seeds items, the held-out set, initialisation, sampling and training."""
-    iterations: int = Field(4, ge=0)
+    experiment: str = Field("quickstart", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=MAX_NAME_LENGTH)
+    seed: int = Field(0, ge=0, le=MAX_SEED)
+    """Seeds items, the held-out set, initialisation, sampling and training (iteration k trains with
+    `seed * 1000 + k`, so the seed is at most MAX_SEED)."""
+    iterations: int = Field(4, ge=0, le=MAX_ITERATION)
     """Self-training iterations after the warm start (iteration 0)."""
     target_pass_rate: float | None = Field(None, ge=0.0, le=1.0)
     """Stop early once the champion's held-out pass rate reaches this."""

@@ -20,7 +20,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from aitp.atomic import publish_json
-from aitp.configs import SHIPPED_CONFIGS, ConfigError, apply_overrides, config_hash, explain, flatten, load_config
+from aitp.configs import (
+    SHIPPED_CONFIGS,
+    ConfigError,
+    apply_overrides,
+    config_hash,
+    error_key,
+    explain,
+    flatten,
+    load_config,
+)
 from aitp.errors import AitpError, BadInputError
 from aitp.loop.config import LoopConfig
 
@@ -156,8 +165,8 @@ def open_experiment(
     return LoopRun(home, config, digest, tracking_uri=tracking_uri)
 
 
-def resume_config(home: Path, experiment: str) -> LoopConfig:
-    """The latest config an experiment ran with, for `aitp run --resume`."""
+def recorded_config(home: Path, experiment: str) -> dict[str, Any]:
+    """The latest config an experiment ran with, as recorded (not validated)."""
     path = _record_path(home, experiment)
     if not path.exists():
         known = known_experiments(home)
@@ -165,8 +174,28 @@ def resume_config(home: Path, experiment: str) -> LoopConfig:
             f"no experiment '{experiment}' under {home}: known are {', '.join(known) or 'none'} "
             "(start one with aitp run --config FILE, or pass the --home it ran under)"
         )
-    data = json.loads(path.read_text())
-    return LoopConfig.model_validate(data["versions"][-1]["config"])
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8"))["versions"][-1]["config"])
+    except (ValueError, LookupError, TypeError):
+        raise ExperimentConfigError(
+            f"the config record {path} of experiment '{experiment}' is unreadable: restore it from a backup, "
+            "or start the experiment under another name with --config FILE"
+        ) from None
+
+
+def resume_config(home: Path, experiment: str, overrides: list[str] | None = None) -> LoopConfig:
+    """The latest config an experiment ran with, with overrides, for `aitp run --resume` (one line if invalid)."""
+    data = apply_overrides(recorded_config(home, experiment), overrides or [], LoopConfig)
+    try:
+        return LoopConfig.model_validate(data)
+    except ValidationError as exc:
+        key = error_key(exc)
+        if any(o.split("=", 1)[0].strip() == key for o in overrides or []):
+            raise ConfigError(explain(exc)) from None
+        raise ExperimentConfigError(  # recorded by an older aitp, or edited: the record is the user's to fix
+            f"experiment '{experiment}' has a recorded config that no longer validates ({explain(exc)}): "
+            f"resume with --set {key}=VALUE --new-version, or start a new experiment with --config FILE"
+        ) from None
 
 
 def experiment_config(root: Path, config: str | None, overrides: list[str], resume: str | None) -> LoopConfig:
@@ -175,12 +204,4 @@ def experiment_config(root: Path, config: str | None, overrides: list[str], resu
         return load_config(LoopConfig, config or DEFAULT_CONFIG, overrides)
     if config:
         raise BadInputError("pass either --config FILE or --resume EXPERIMENT, not both")
-    resumed = resume_config(root, resume).model_dump(mode="json")
-    return _validated(apply_overrides(resumed, overrides, LoopConfig))
-
-
-def _validated(data: dict[str, Any]) -> LoopConfig:
-    try:
-        return LoopConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(explain(exc)) from None
+    return resume_config(root, resume, overrides)

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aitp.errors import AitpError
 
@@ -44,7 +44,7 @@ class PolicyLoadError(AitpError):
 class PolicySpec(BaseModel):
     """One language model to sample from or train: a backend and where its weights (or server) are."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     backend: Backend | None = None
     """None: decided from `path` when loading (tiny checkpoint, HF directory, .gguf)."""
@@ -62,10 +62,10 @@ class PolicySpec(BaseModel):
     model: str | None = None
     api_key: str | None = None
     endpoint: Literal["chat", "completions"] | None = None
-    concurrency: int | None = None
-    timeout_s: float | None = None
-    retries: int | None = None
-    backoff_s: float | None = None
+    concurrency: int | None = Field(None, ge=1)
+    timeout_s: float | None = Field(None, gt=0.0)
+    retries: int | None = Field(None, ge=0)
+    backoff_s: float | None = Field(None, ge=0.0)
     return_token_ids: bool | None = None
     version: str | None = None
     extra_body: dict[str, Any] | None = None

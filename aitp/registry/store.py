@@ -41,7 +41,7 @@ class PromotionError(AitpError):
 class PromotionConfig(BaseModel):
     """How a challenger must beat the champion."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     metric: Literal["pass_rate", "mean_score", "format_ok_rate"] = "pass_rate"
     """Overall eval metric compared (format_ok_rate: a weak criterion for models too small to pass)."""

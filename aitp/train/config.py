@@ -20,7 +20,7 @@ COMPILE_MODES: tuple[str, ...] = get_args(CompileMode)
 class LoraConfig(BaseModel):
     """Low-rank adapters (through `peft`) for Hugging Face policies; merged into the weights on save."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     r: int = Field(8, ge=1, description="rank of the adapters")
     alpha: int = Field(16, ge=1, description="scaling numerator (the update is scaled by alpha / r)")
@@ -31,7 +31,7 @@ class LoraConfig(BaseModel):
 class TrainConfig(BaseModel):
     """One training stage: which examples (selected from the lake), which loss, which hardware plan."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     objective: Literal["sft", "dpo"] = "sft"
     """sft: next-token loss on kept completions (expert iteration); dpo: preference pairs from groups."""
@@ -39,8 +39,8 @@ class TrainConfig(BaseModel):
     """Also train on the items' gold answers as completions: a cold start that imitates the answers, not the policy."""
     demonstrations_only: bool = False
     """Train on demonstrations alone (no rollouts needed): the cold start of iteration 0."""
-    threshold: float = SEED_THRESHOLD
-    """A kept sample must score above this (the seed's rollout_save_score_threshold)."""
+    threshold: float = Field(SEED_THRESHOLD, lt=1.0)
+    """A kept sample must score above this (the seed's rollout_save_score_threshold); scores lie in [0, 1]."""
     data_iterations: Literal["current", "all"] = "current"
     """Select rows of this iteration only, or of every iteration up to it."""
     distinct_completions: bool = False
@@ -81,8 +81,8 @@ class TrainConfig(BaseModel):
     torch.compile's mode: reduce-overhead also replays each step as CUDA graphs (one recording per batch shape)."""
     lora: LoraConfig | None = None
     """Adapters for Hugging Face policies (None: full fine-tuning)."""
-    seed: int = 0
-    """Seeds shuffling and initialisation, so a rerun trains the same model."""
+    seed: int = Field(0, ge=0, le=2**32 - 1)
+    """Seeds shuffling and initialisation, so a rerun trains the same model (numpy's range: 0..2**32-1)."""
     num_workers: int = Field(0, ge=0)
     """DataLoader worker processes (0: load in the training process)."""
     threads: int | None = Field(None, ge=1)

@@ -20,6 +20,8 @@ import pytest
 import typer
 
 from aitp.cli import app, run_app
+from aitp.loop import LoopConfig
+from tests.loop.helpers import MINI
 
 # Paths in the table: {home} an empty home, {dir} a directory, {missing} nothing, {binary} non-UTF-8
 # bytes, {empty} an empty file, {unknown_task} a JSONL line of an unknown task, {yaml_*} bad configs,
@@ -120,6 +122,8 @@ CASES: list[tuple[str, ...]] = [
     ("run", "--set", "tasks=[{{name: no_such_task}}]", "--home", "{home}"),
     ("run", "--set", "tasks=[{{name: gcd, config: {{bogus: 1}}}}]", "--home", "{home}"),
     ("run", "--home", "{file}"),
+    ("run", "--resume", "stale", "--home", "{stale_home}"),
+    ("run", "--iterations", "1000", "--home", "{home}"),
     ("services", "up", "--home", "{file}"),
     ("services", "up", "--prefect-port", "http", "--home", "{home}"),
     ("services", "status", "--home", "{missing}"),
@@ -158,6 +162,13 @@ def inputs(tmp_path_factory) -> dict[str, str]:
         "yaml_list": root / "list.yaml",
     }
     paths["home"].mkdir()
+    stale = root / "stale-home" / "experiments" / "stale"
+    stale.mkdir(parents=True)
+    recorded = LoopConfig.model_validate({**MINI, "experiment": "stale"}).model_dump(mode="json")
+    recorded["rollouts"]["threshold"] = None  # what a NaN threshold was recorded as before floats had to be finite
+    (stale / "config.json").write_text(
+        json.dumps({"experiment": "stale", "versions": [{"hash": "x", "config": recorded}]})
+    )
     paths["dir"].mkdir()
     paths["binary"].write_bytes(b"\xff\xfe\xfa\x00\x80 not utf-8\n")
     paths["empty"].write_text("")
@@ -169,6 +180,7 @@ def inputs(tmp_path_factory) -> dict[str, str]:
     out = {k: str(v) for k, v in paths.items()}
     out["bad_json"] = '{"backend": '
     out["root"] = str(root)
+    out["stale_home"] = str(root / "stale-home")
     return out
 
 
@@ -212,7 +224,7 @@ def sandbox(inputs, monkeypatch):
             target.unlink(missing_ok=True)
 
 
-def _check_fails_cleanly(case: tuple[str, ...], inputs: dict[str, str], root: Path) -> None:
+def _check_fails_cleanly(case: tuple[str, ...], inputs: dict[str, str], root: Path) -> str:
     args = [a.format(**inputs) for a in case]
     before = _snapshot(root)
     code, _, err = invoke(args)
@@ -220,6 +232,7 @@ def _check_fails_cleanly(case: tuple[str, ...], inputs: dict[str, str], root: Pa
     assert "Traceback" not in err, err
     assert code != 0 and len(lines) == 1 and lines[0].startswith("error: "), (code, err)
     assert _snapshot(root) == before, f"{args} wrote files"
+    return lines[0]
 
 
 # `aitp run` and `aitp services` live in the loop's CLI module; these still fail the table there.
@@ -271,3 +284,40 @@ def test_commands_with_a_local_home_refuse_an_s3_home(case, inputs, sandbox):
     _check_fails_cleanly((*case, "--home", "s3://traces/aitp"), inputs, sandbox)
     line = invoke([*case, "--home", "s3://traces/aitp"])[2]
     assert "s3://traces/aitp is an object-store URI" in line and "aitp sql" in line
+
+
+TRAIN = ("train", "--experiment", "e", "--iteration", "0", "--base", "tiny", "--home", "{home}")
+
+
+@pytest.mark.parametrize(
+    "case, named",
+    [
+        (("run", "--set", "experiment=" + "a" * 300, "--home", "{home}"), ["'experiment'", "at most 100"]),
+        (("run", "--set", "seed=4300000", "--home", "{home}"), ["'seed'", "4294966"]),  # x1000 passed 2**32-1
+        (("run", "--set", "seed=-1", "--home", "{home}"), ["'seed'", "greater than or equal to 0"]),
+        (("run", "--set", "iterations=1000", "--home", "{home}"), ["'iterations'", "999"]),
+        (("run", "--set", "rollouts.threshold=.nan", "--home", "{home}"), ["'rollouts.threshold'", "finite"]),
+        (("run", "--set", "rollouts.threshold=1.0", "--home", "{home}"), ["'rollouts.threshold'", "less than 1"]),
+        (("run", "--set", "rollouts.temperature=.inf", "--home", "{home}"), ["'rollouts.temperature'", "finite"]),
+        (("run", "--set", "promotion.margin=.nan", "--home", "{home}"), ["'promotion.margin'", "finite"]),
+        (("run", "--set", "eval.name=" + "h" * 101, "--home", "{home}"), ["'eval.name'", "at most 100"]),
+        (("run", "--set", "policy={{backend: openai, timeout_s: .nan}}", "--home", "{home}"), ["timeout_s"]),
+        ((*TRAIN, "--set", "seed=4294967296"), ["'seed'", "4294967295"]),
+        ((*TRAIN, "--set", "lr=.nan"), ["'lr'", "finite"]),
+        (("run", "--resume", "stale", "--home", "{stale_home}"), ["'stale'", "rollouts.threshold", "--new-version"]),
+    ],
+    ids=lambda v: " ".join(v)[:60] if isinstance(v, tuple) else "",
+)
+def test_values_outside_their_domain_are_refused_before_anything_starts(case, named, inputs, sandbox):
+    """Each of these used to pass validation and fail later (a 300-character name at the first file it named,
+    seed 4300000 in training at numpy's seed bound, a NaN threshold kept no group and broke --resume)."""
+    line = _check_fails_cleanly(case, inputs, sandbox)
+    for needle in named:
+        assert needle in line, line
+
+
+def test_a_stale_record_is_resumed_once_the_bad_key_is_set(inputs, sandbox):
+    """The fix the message names works: with the key set the record validates (then only --new-version is asked)."""
+    args = ["run", "--resume", "stale", "--home", inputs["stale_home"], "--set", "rollouts.threshold=0.5"]
+    code, _, err = invoke(args)
+    assert code != 0 and "--new-version" in err and "no longer validates" not in err, err

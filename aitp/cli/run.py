@@ -123,6 +123,7 @@ def run_command(
 ) -> None:
     """Run the loop (eval -> filter -> train -> promote) as Prefect flow runs, one per iteration."""
     from aitp.loop.experiment import check_experiment, experiment_config
+    from aitp.loop.writer_lock import writer_lock
     from aitp.rollouts.cluster import check_device
     from aitp.services import apply_offline_env, prefect_api
 
@@ -134,7 +135,7 @@ def run_command(
     _prefect_env(root, verbose)
     display = LiveDisplay()
     print(f"experiment {cfg.experiment}: {len(cfg.tasks)} tasks, iterations 0..{cfg.iterations}; home {root}")
-    with prefect_api(root) as url:
+    with writer_lock(root, cfg.experiment), prefect_api(root) as url:  # one writer per experiment
         print(f"Prefect API {url}")
         from flows.loop import loop_flow
 

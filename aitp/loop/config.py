@@ -8,6 +8,7 @@ the champion's own kept samples.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
@@ -212,6 +213,20 @@ class ProvingConfig(BaseModel):
     """Proof searches a worker runs at once, each with its own prover session, sharing one tactic model whose
     requests are batched across them (`aitp.proving.concurrent`): on a GPU host, one decoder serves every
     search while the provers use the host's cores. 1: one search after another."""
+
+    @model_validator(mode="after")
+    def _theorems_exist(self) -> ProvingConfig:
+        # checked here, not when the first iteration opens the set after the services have started
+        from aitp.proving.theorems import THEOREM_SETS
+
+        name = self.theorems
+        if name in THEOREM_SETS and THEOREM_SETS[name] != self.backend:
+            raise ValueError(
+                f"proving.theorems {name} is a {THEOREM_SETS[name]} set: set backend: {THEOREM_SETS[name]}"
+            )
+        if name is not None and name not in THEOREM_SETS and not Path(name).is_file():
+            raise ValueError(f"proving.theorems '{name}' is neither {' nor '.join(THEOREM_SETS)} nor a JSONL file")
+        return self
 
     @model_validator(mode="after")
     def _automation_is_coq(self) -> ProvingConfig:

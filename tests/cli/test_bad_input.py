@@ -20,6 +20,7 @@ import pytest
 import typer
 
 from aitp.cli import app, run_app
+from aitp.configs import SHIPPED_CONFIGS
 from aitp.loop import LoopConfig
 from tests.loop.helpers import MINI
 
@@ -286,6 +287,7 @@ def test_commands_with_a_local_home_refuse_an_s3_home(case, inputs, sandbox):
     assert "s3://traces/aitp is an object-store URI" in line and "aitp sql" in line
 
 
+PROVE_COQ = str(SHIPPED_CONFIGS / "prove-coq.yaml")
 TRAIN = ("train", "--experiment", "e", "--iteration", "0", "--base", "tiny", "--home", "{home}")
 
 
@@ -304,6 +306,8 @@ TRAIN = ("train", "--experiment", "e", "--iteration", "0", "--base", "tiny", "--
         (("run", "--set", "policy={{backend: openai, timeout_s: .nan}}", "--home", "{home}"), ["timeout_s"]),
         ((*TRAIN, "--set", "seed=4294967296"), ["'seed'", "4294967295"]),
         ((*TRAIN, "--set", "lr=.nan"), ["'lr'", "finite"]),
+        (("run", "--config", PROVE_COQ, "--set", "proving.theorems={missing}", "--home", "{home}"), ["theorems"]),
+        (("run", "--config", PROVE_COQ, "--set", "proving.theorems=hol-core", "--home", "{home}"), ["hol-light"]),
         (("run", "--resume", "stale", "--home", "{stale_home}"), ["'stale'", "rollouts.threshold", "--new-version"]),
     ],
     ids=lambda v: " ".join(v)[:60] if isinstance(v, tuple) else "",

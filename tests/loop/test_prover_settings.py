@@ -35,4 +35,5 @@ def test_theorem_set_name_is_the_named_set_else_the_backends_default(tmp_path):
     assert ProvingConfig(backend="hol-light").theorem_set_name == DEFAULT_THEOREM_SETS["hol-light"] == "hol-core"
     assert ProvingConfig(backend="coq").theorem_set_name == "coq-stdlib"
     path = str(tmp_path / "mine.jsonl")
+    (tmp_path / "mine.jsonl").write_text("")  # a path is checked to exist when the config is read
     assert ProvingConfig(backend="coq", theorems=path).theorem_set_name == path

@@ -10,6 +10,7 @@ imported only inside the command: the library itself never imports it.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 import typer
 
-from aitp.cli.app import app
+from aitp.cli.app import app, fail
 from aitp.errors import AitpError, BadInputError
 
 services_app = typer.Typer(help="Local Prefect and MLflow servers for a home.", no_args_is_help=True)
@@ -122,10 +123,12 @@ def run_command(
     verbose: bool = typer.Option(False, help="Show Prefect's own logs on the console."),
 ) -> None:
     """Run the loop (eval -> filter -> train -> promote) as Prefect flow runs, one per iteration."""
+    from aitp.disk import disk_full_error
     from aitp.loop.experiment import check_experiment, experiment_config
     from aitp.loop.writer_lock import writer_lock
     from aitp.rollouts.cluster import check_device
-    from aitp.services import apply_offline_env, prefect_api
+    from aitp.service_watch import WatchedService, run_services, watch_services
+    from aitp.services import apply_offline_env, mlflow_uri, prefect_api
 
     root = writable_home(home)
     cfg = experiment_config(root, str(config) if config else None, list(set_), resume)
@@ -133,24 +136,49 @@ def run_command(
     check_experiment(root, cfg, new_version)
     apply_offline_env()
     _prefect_env(root, verbose)
+    # A run ended by its service watcher (or a kill) leaves Dask's semaphores to multiprocessing's resource
+    # tracker, which removes them and then warns that it did, after the one-line error: keep that quiet.
+    os.environ["PYTHONWARNINGS"] = ",".join(
+        filter(None, [os.environ.get("PYTHONWARNINGS"), "ignore:resource_tracker:UserWarning"])
+    )
     display = LiveDisplay()
     print(f"experiment {cfg.experiment}: {len(cfg.tasks)} tasks, iterations 0..{cfg.iterations}; home {root}")
-    with writer_lock(root, cfg.experiment), prefect_api(root) as url:  # one writer per experiment
-        print(f"Prefect API {url}")
-        from flows.loop import loop_flow
+    resume_hint = f"aitp run --resume {cfg.experiment} --home {shlex.quote(str(root))}"
+    try:
+        with writer_lock(root, cfg.experiment), prefect_api(root) as url:  # one writer per experiment
+            print(f"Prefect API {url}")
+            from flows.loop import loop_flow
 
-        try:
-            loop_flow.with_options(flow_run_name=f"{cfg.experiment}-loop")(
-                config=cfg,
-                home=str(root),
-                iterations=iterations,
-                new_version=new_version,
-                dask_address=dask_address,
-                listeners=[display],
-            )
-        finally:
-            _drain_prefect()
-    _finish(root, cfg.experiment, report)
+            def stop(dead: WatchedService) -> None:  # a server killed by a full disk is a full disk
+                _stop_run(disk_full_error(None, root, resume_hint) or dead.died(root, resume_hint))
+
+            with watch_services(run_services(root, url, mlflow_uri(root)), stop):
+                try:
+                    loop_flow.with_options(flow_run_name=f"{cfg.experiment}-loop")(
+                        config=cfg,
+                        home=str(root),
+                        iterations=iterations,
+                        new_version=new_version,
+                        dask_address=dask_address,
+                        listeners=[display],
+                    )
+                finally:
+                    _drain_prefect()
+        _finish(root, cfg.experiment, report)
+    except Exception as exc:  # a full disk shows in as many ways as there are writers: say it once
+        full = disk_full_error(exc, root, resume_hint)
+        if full is None:
+            raise
+        raise full from None
+
+
+def _stop_run(error: AitpError) -> None:
+    """From the service watcher: print the one-line error and end the process now (every stage is committed)."""
+    sys.stdout.flush()
+    try:
+        fail(str(error))
+    except SystemExit as stop:
+        os._exit(stop.code)
 
 
 def _summary_table(root: Path, experiment: str) -> None:

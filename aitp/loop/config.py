@@ -50,6 +50,13 @@ class StageTrainConfig(TrainConfig):
         return None
 
 
+def _existing_policy(spec: PolicySpec) -> PolicySpec:
+    """A spec whose weights path exists: checked with the config, not when the first stage loads it."""
+    if spec.path is not None and not Path(spec.path).expanduser().exists():
+        raise ValueError(f"policy path {spec.path} does not exist: pass a checkpoint directory or a .gguf file")
+    return spec
+
+
 class TaskSpec(BaseModel):
     """One reasoning-gym task and the overrides of its dataset config."""
 
@@ -147,6 +154,13 @@ class GeneratorConfig(BaseModel):
     human_steps: bool = False
     """Also fine-tune on the library's human proofs, step by step (the home's `human_steps` table: allowlisted steps
     of train theorems, replayed by `aitp prove-steps`): the supervised warm start, then beside the loop's proofs."""
+
+    @field_validator("base")
+    @classmethod
+    def _base_exists(cls, value: str | None) -> str | None:
+        if value is not None:
+            _existing_policy(PolicySpec.parse(value))
+        return value
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
@@ -330,7 +344,7 @@ class LoopConfig(BaseModel):
     @field_validator("policy", mode="before")
     @classmethod
     def _parse_policy(cls, value: Any) -> PolicySpec:
-        return PolicySpec.parse(value)
+        return _existing_policy(PolicySpec.parse(value))
 
     @model_validator(mode="after")
     def _check(self) -> LoopConfig:

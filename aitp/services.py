@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -67,12 +68,21 @@ def _bin(name: str) -> str:
     return str(candidate) if candidate.exists() else name
 
 
+def _last_error(log: Path) -> str:
+    """The log's last line naming an exception (`sqlite3.OperationalError: ...`), else its last line.
+
+    A traceback's last line is not always its message: Python 3.11 underlines the failing call with carets.
+    """
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines()] if log.exists() else []
+    named = [line for line in lines if re.match(r"[\w.]*(Error|Exception|Exit)\b", line)]
+    return (named or [line for line in lines if line] or ["no log"])[-1]
+
+
 def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
-            raise ServiceError(f"service exited before answering at {url} ({' '.join(tail)}): see {log}")
+            raise ServiceError(f"service exited before answering at {url} ({_last_error(log)}): see {log}")
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:

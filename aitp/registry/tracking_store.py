@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import sqlite3
 import time
@@ -42,25 +43,18 @@ def prepare_store(path: Path) -> Path:
     path = Path(path)
     _remove_dead_stagings(path)
     if path.exists():
-        state = _state(path)
-        if state == "complete":
+        revision, holds_data = _read(path)
+        head = _head_revision()
+        if revision == head:
             return path
-        if state == "has data":
+        if holds_data:
             raise TrackingStoreError(
-                f"the MLflow store {path} holds runs in a schema this MLflow does not use: back it up"
-                f", then run `mlflow db upgrade sqlite:///{path}`"
+                f"the MLflow store {path} holds runs in schema {revision}, this MLflow uses {head}: back it up, then "
+                f"run `mlflow db upgrade sqlite:///{path}` (or use the MLflow that made it)"
             )
         _move_aside(path)
     _build(path)
     return path
-
-
-def _state(path: Path) -> str:
-    """'complete', 'has data' (runs or models in another schema) or 'half-made' (nothing worth keeping)."""
-    revision, holds_data = _read(path)
-    if revision == _head_revision():
-        return "complete"
-    return "has data" if holds_data else "half-made"
 
 
 def _head_revision() -> str:
@@ -113,12 +107,16 @@ def _build(path: Path) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = staging_dir(path, MAKING)
+    chatty = logging.getLogger("mlflow.store.db.utils")  # two INFO lines on stderr per new store, even on failure
+    level = chatty.level
     try:
+        chatty.setLevel(logging.WARNING)
         engine = create_sqlalchemy_engine(f"sqlite:///{staging}")
         try:
             _initialize_tables(engine)
         finally:
             engine.dispose()
+            chatty.setLevel(level)
         with open(staging, "rb+") as handle:
             os.fsync(handle.fileno())
         with contextlib.suppress(FileExistsError):

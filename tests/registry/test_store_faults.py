@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from aitp.registry import CHAMPION, Registry
-from aitp.registry.tracking_store import _head_revision, _read
+from aitp.registry.tracking_store import TrackingStoreError, _head_revision, _read, prepare_store
 
 # MLflow's own set-up, in place, as every aitp before the store was built aside did it.
 IN_PLACE = "import sys; from mlflow import MlflowClient; MlflowClient(sys.argv[1]).search_experiments()"
@@ -44,6 +44,15 @@ def test_a_store_half_made_by_a_killed_set_up_is_moved_aside_and_rebuilt(tmp_pat
     assert registry.experiment_id("after") and registry.parent_run("after")
     assert _read(db)[0] == _head_revision()
     assert len(list(tmp_path.glob("mlflow.db.half-made-*"))) >= 1  # kept for inspection, out of the way
+
+    # A store that holds runs is never moved aside: one of another schema (written here, as no older MLflow is
+    # installed to make one) is reported with the upgrade command and left as it is.
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE alembic_version SET version_num = 'older'")
+    con.close()
+    with pytest.raises(TrackingStoreError, match="mlflow db upgrade"):
+        prepare_store(db)
+    assert _read(db)[0] == "older"
 
 
 FULL_DISK = """

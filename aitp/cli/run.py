@@ -91,12 +91,17 @@ class LiveDisplay:
 
 
 def _prefect_env(home: Path, verbose: bool) -> None:
-    """Client-side Prefect settings, before Prefect is imported: state under <home>, quiet console."""
+    """Client-side Prefect and MLflow settings, before either is imported: state under <home>, quiet console.
+
+    Quiet means a failure reaches the console once, as the CLI's one line: Prefect still records the failed
+    task and flow runs on its server, and --verbose shows both libraries' logs.
+    """
     os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
     if not verbose:
-        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
-        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_FLOW_RUNS_LEVEL", "WARNING")
-        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_TASK_RUNS_LEVEL", "WARNING")
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_FLOW_RUNS_LEVEL", "CRITICAL")
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_TASK_RUNS_LEVEL", "CRITICAL")
+        os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "CRITICAL")
 
 
 def _drain_prefect() -> None:

@@ -229,10 +229,14 @@ def services_up_command(
     mlflow_port: int | None = typer.Option(None, help="Port of the MLflow server (default: a free one)."),
 ) -> None:
     """Start a Prefect server and an MLflow server for a home (on 127.0.0.1) and print their URLs."""
-    from aitp.services import services_up
+    from aitp.disk import disk_full_error
+    from aitp.services import ServiceError, services_up
 
     root = writable_home(home)
-    services = services_up(root, prefect_port=prefect_port, mlflow_port=mlflow_port)
+    try:
+        services = services_up(root, prefect_port=prefect_port, mlflow_port=mlflow_port)
+    except ServiceError as exc:  # a server that cannot start on a full disk: say the disk
+        raise disk_full_error(exc, root, f"aitp services up --home {shlex.quote(str(root))}") or exc from None
     for name, service in services.items():
         print(f"{name}\t{service.url}\tpid {service.pid}")
     print(f"export PREFECT_API_URL={services['prefect'].url} MLFLOW_TRACKING_URI={services['mlflow'].url}")

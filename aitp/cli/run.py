@@ -3,8 +3,10 @@
 Everything a run writes goes under `--home`: the lake, `mlflow.db`, artifacts, checkpoints and the
 Prefect server's database. Without `PREFECT_API_URL`, a Prefect server is started on loopback for
 the run and stopped after it (or the one `aitp services up` recorded is used). Bad input (config,
-experiment, home) is refused before any service starts, so nothing is half-written. Prefect is
-imported only inside the command: the library itself never imports it.
+experiment, home) is refused before any service starts, so nothing is half-written. A server that
+dies mid-run ends it within seconds, and a full disk anywhere is reported once, each in one line
+with the `--resume` command that continues. Prefect is imported only inside the command: the
+library itself never imports it.
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ def run_command(
     ),
     dask_address: str | None = typer.Option(None, help="Existing Dask scheduler (default: a local cluster)."),
     report: bool = typer.Option(True, help="Write the HTML report at the end."),
-    verbose: bool = typer.Option(False, help="Show Prefect's own logs on the console."),
+    verbose: bool = typer.Option(False, help="Show Prefect's and MLflow's own logs on the console."),
 ) -> None:
     """Run the loop (eval -> filter -> train -> promote) as Prefect flow runs, one per iteration."""
     from aitp.disk import disk_full_error

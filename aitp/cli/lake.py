@@ -2,66 +2,25 @@
 
 from __future__ import annotations
 
-import csv
-import json
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import typer
 
 from aitp.cli.app import app, read_text
+from aitp.cli.query_output import PRINTERS, print_table, run_stoppable
 from aitp.errors import BadInputError
 from aitp.home import require_home
 
 HOME_HELP = "Home directory or URI (default: $AITP_HOME, else ./data)."
 SQL_FORMATS = ("table", "csv", "json")
-MAX_CELL = 80
+DEFAULT_SQL_TIMEOUT_S = 300.0
 
 lake_app = typer.Typer(help="Inspect and repair the trace lake.", no_args_is_help=True)
 app.add_typer(lake_app, name="lake")
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, float):
-        text = format(value, ".6g")
-    elif isinstance(value, (list, dict)):
-        text = json.dumps(value, default=str)
-    else:
-        text = str(value)
-    text = " ".join(text.split()) if "\n" in text else text
-    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
-
-
-def _print_table(columns: list[str], rows: Iterable[tuple], out: TextIO) -> None:
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    out.write("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip() + "\n")
-    out.write("  ".join("-" * w for w in widths) + "\n")
-    for r in cells:
-        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
-    out.write(f"({len(cells)} row{'s' if len(cells) != 1 else ''})\n")
-
-
-def _print_csv(columns: list[str], rows: Iterable[tuple], out: TextIO) -> None:
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([json.dumps(v, default=str) if isinstance(v, (list, dict)) else v for v in row])
-
-
-def _print_json(columns: list[str], rows: Iterable[tuple], out: TextIO) -> None:
-    out.write("[")
-    for n, row in enumerate(rows):
-        out.write(("," if n else "") + "\n " + json.dumps(dict(zip(columns, row)), default=str))
-    out.write("\n]\n")
-
-
-PRINTERS = {"table": _print_table, "csv": _print_csv, "json": _print_json}
 
 
 def _listing(described: list[tuple[str, str, list[tuple[str, str]]]]) -> Iterator[tuple]:
@@ -76,13 +35,18 @@ def sql_command(
     file: Path | None = typer.Option(None, "-f", "--file", help="Read the SQL from this file."),
     home: str | None = typer.Option(None, "--home", help=HOME_HELP),
     output_format: str = typer.Option("table", "--format", help="table, csv or json."),
+    timeout: float = typer.Option(
+        DEFAULT_SQL_TIMEOUT_S, "--timeout", help="Stop the query and its output after this many seconds (0: no limit)."
+    ),
 ) -> None:
-    """Query the lake read-only with DuckDB: one view per table plus curated views."""
+    """Query the lake read-only with DuckDB: one view per table plus curated views. Ctrl-C stops a query."""
     from aitp.lake.sql_guard import read_only_statements, run_read_only
     from aitp.lake.views import connect, describe, explain_read_error
 
     if output_format not in SQL_FORMATS:
         raise BadInputError(f"unknown --format '{output_format}': use {', '.join(SQL_FORMATS)}")
+    if not timeout >= 0:  # NaN too
+        raise BadInputError(f"--timeout must be zero (no limit) or more seconds, got {timeout}")
     if query is not None and file is not None:
         raise BadInputError("pass the query as an argument or with -f FILE, not both")
     if file is not None:
@@ -100,10 +64,16 @@ def sql_command(
         else:
             printer(["name", "kind", "column", "type"], _listing(described), sys.stdout)
         return
-    for n, (columns, rows) in enumerate(run_read_only(con, query, explain_read=lambda e: explain_read_error(home, e))):
-        if n:
-            sys.stdout.write("\n")
-        printer(columns, rows, sys.stdout)
+
+    def print_results() -> None:
+        results = run_read_only(con, query, explain_read=lambda e: explain_read_error(home, e))
+        for n, (columns, rows) in enumerate(results):
+            if n:
+                sys.stdout.write("\n")
+            printer(columns, rows, sys.stdout)
+        sys.stdout.flush()
+
+    run_stoppable(print_results, con.interrupt, timeout)
 
 
 @app.command("export")
@@ -151,7 +121,7 @@ def rescore_command(
         (c.task, c.n_rollouts, c.n_raw_changed, c.n_lenient_changed, c.n_format_changed, c.n_unscorable)
         for c in changes
     ]
-    _print_table(columns, rows, sys.stdout)
+    print_table(columns, rows, sys.stdout)
     print("originals untouched; compare them in the `rollouts_rescored` view of `aitp sql`")
 
 
@@ -226,4 +196,4 @@ def ls_command(
             grouped.setdefault((c.experiment, c.iteration), []).append(c)
         for (exp, it), found in sorted(grouped.items()):
             rows.append((name, exp, it, len(found), sum(c.rows for c in found)))
-    _print_table(["table", "experiment", "iteration", "shards", "rows"], rows, sys.stdout)
+    print_table(["table", "experiment", "iteration", "shards", "rows"], rows, sys.stdout)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from aitp.errors import AitpError
 from aitp.policies.base import Completion, Messages, Policy, SamplingParams
 from aitp.policies.tiny.sampler import PromptTooLongError
+from aitp.serve_limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_REQUEST_TIMEOUT_S, BodyLimit, bounded_protocol
 from aitp.tokenizer import ByteTokenizer
 
 DEFAULT_MAX_TOKENS = 256
@@ -96,18 +97,30 @@ def _params(req: _Sampling, max_tokens: int | None, prompts: int, max_request_to
     )
 
 
+def _content(content: Any, i: int) -> str:
+    """A message's text: a string, or text parts joined; any other type or part is refused (400)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise _ApiError(400, f"messages[{i}].content must be a string or a list of text parts", "messages")
+    texts = []
+    for j, part in enumerate(content):
+        if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+            raise _ApiError(
+                400, f'messages[{i}].content[{j}] must be a text part {{"type": "text", "text": "..."}}', "messages"
+            )
+        texts.append(part["text"])
+    return "".join(texts)
+
+
 def _messages(raw: list[dict[str, Any]]) -> Messages:
     """Chat messages with text content; content given as a list of text parts is joined."""
     out = []
     for i, m in enumerate(raw):
-        role, content = m.get("role"), m.get("content")
-        if role not in ("system", "user", "assistant"):
+        role = m.get("role")
+        if not isinstance(role, str) or role not in ("system", "user", "assistant"):
             raise _ApiError(400, f"messages[{i}].role must be system, user or assistant", "messages")
-        if isinstance(content, list):
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-        if not isinstance(content, str):
-            raise _ApiError(400, f"messages[{i}].content must be a string or text parts", "messages")
-        out.append({"role": role, "content": content})
+        out.append({"role": role, "content": _content(m.get("content"), i)})
     if not out:
         raise _ApiError(400, "messages must not be empty", "messages")
     return out
@@ -146,12 +159,17 @@ def _usage(groups: list[list[Completion]]) -> dict[str, int]:
 
 
 def create_app(
-    policy: Policy, model_name: str | None = None, max_request_tokens: int = DEFAULT_MAX_REQUEST_TOKENS
+    policy: Policy,
+    model_name: str | None = None,
+    max_request_tokens: int = DEFAULT_MAX_REQUEST_TOKENS,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
     """The FastAPI app serving one policy under `model_name` (default: the policy's name); a request
-    may ask for at most `max_request_tokens` tokens (prompts x n x max_tokens)."""
+    may ask for at most `max_request_tokens` tokens (prompts x n x max_tokens) in a body of at most
+    `max_body_bytes`."""
     served = model_name or getattr(policy, "name", "aitp")
     app = FastAPI(title="aitp serve", docs_url=None, redoc_url=None)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     lock = threading.Lock()
     created = int(time.time())
 
@@ -319,10 +337,13 @@ def serve(
     model_name: str | None = None,
     sock: socket.socket | None = None,
     max_request_tokens: int = DEFAULT_MAX_REQUEST_TOKENS,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
 ) -> None:
     """Serve a policy until interrupted; prints `serving MODEL at http://HOST:PORT/v1` once listening.
 
-    Pass `sock` (from `bind`) to listen on a socket bound before the model was loaded.
+    Pass `sock` (from `bind`) to listen on a socket bound before the model was loaded. Each request
+    must arrive whole (headers and body) within `request_timeout_s`.
     """
     import uvicorn
 
@@ -330,7 +351,7 @@ def serve(
     bound_host, bound_port = sock.getsockname()[:2]
     served = model_name or getattr(policy, "name", "aitp")
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    app = create_app(policy, model_name, max_request_tokens)
+    app = create_app(policy, model_name, max_request_tokens, max_body_bytes)
     print(f"serving {served} at http://{shown}:{bound_port}/v1", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    config = uvicorn.Config(app, http=bounded_protocol(request_timeout_s), log_level="warning", access_log=False)
     uvicorn.Server(config).run(sockets=[sock])

@@ -160,16 +160,28 @@ def serve_command(
     max_request_tokens: int | None = typer.Option(
         None, help="Refuse requests asking for more tokens in all (prompts x n x max_tokens); default 65536."
     ),
+    max_body_bytes: int = typer.Option(1 << 20, help="Refuse (413) request bodies larger than this many bytes."),
+    request_timeout: float = typer.Option(60.0, help="Seconds a client has to send a whole request (then 408/400)."),
 ) -> None:
     """Serve a local policy over an OpenAI-compatible HTTP API (/v1/models, /v1/chat/completions, /v1/completions)."""
     if policy == "openai":
         raise BadInputError("--policy openai is already a server: serve tiny, hf or a checkpoint directory")
     if max_request_tokens is not None and max_request_tokens < 1:
         raise BadInputError(f"--max-request-tokens must be at least 1, got {max_request_tokens}")
+    if max_body_bytes < 1 or not 0 < request_timeout < float("inf"):
+        raise BadInputError("--max-body-bytes must be at least 1 and --request-timeout a positive number of seconds")
     spec = policy_spec(policy, model_path)
     from aitp.policies.loading import load_policy
     from aitp.serve import DEFAULT_MAX_REQUEST_TOKENS, bind, serve
 
     sock = bind(host, port)  # a busy port fails before minutes of model loading, not after
     limit = max_request_tokens or DEFAULT_MAX_REQUEST_TOKENS
-    serve(load_policy(spec, device=device), model_name=model_name, sock=sock, max_request_tokens=limit)
+    loaded = load_policy(spec, device=device)
+    serve(
+        loaded,
+        model_name=model_name,
+        sock=sock,
+        max_request_tokens=limit,
+        max_body_bytes=max_body_bytes,
+        request_timeout_s=request_timeout,
+    )

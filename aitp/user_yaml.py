@@ -5,7 +5,7 @@ kilobytes; the blow-up comes later, when the shared structure is copied out (JSO
 grew to gigabytes before the kernel killed the process. So the composed node graph is measured
 before anything is built from it: each alias counts as the full size of what it stands for, and a
 document larger than `MAX_YAML_NODES` values, or holding itself, is refused. The byte cap bounds
-the composing itself (libyaml needs ~200 MB for 1 MiB of one-character values); libyaml also
+the composing itself (libyaml needs ~220 MB for 1 MiB of one-character values); libyaml also
 refuses nesting deeper than 1,000, where pure-Python PyYAML would hit the recursion limit.
 """
 
@@ -18,7 +18,7 @@ import yaml
 
 from aitp.errors import AitpError
 
-MAX_YAML_BYTES = 1 << 20
+MAX_YAML_BYTES = 256 << 10  # configs are a few KiB; 1 MiB of tiny values took libyaml 8 s and ~220 MB
 MAX_YAML_NODES = 100_000
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -74,7 +74,7 @@ def parse_yaml(text: str, source: str) -> Any:
             return None
         if expanded_size(root, source) > MAX_YAML_NODES:
             raise YamlLimitError(
-                f"{source} expands to more than {MAX_YAML_NODES:,} values (each use of an alias counts in full): "
+                f"{source} holds more than {MAX_YAML_NODES:,} values (each use of an alias counting in full): "
                 "write it with fewer aliases or values"
             )
         return loader.construct_document(root)

@@ -11,6 +11,7 @@ Servers named by `PREFECT_API_URL` or `MLFLOW_TRACKING_URI` are someone else's a
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -110,3 +111,16 @@ def watch_services(
     finally:
         done.set()
         thread.join()
+
+
+def end_local_workers() -> None:
+    """SIGKILL this process's multiprocessing children (local Dask workers), for a process about to end at once.
+
+    Left to notice on their own, they outlive it by a heartbeat and log a traceback about their lost
+    scheduler. The resource tracker is spared: it removes the semaphores they leave.
+    """
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            args = " ".join(child.cmdline())
+            if "multiprocessing" in args and "resource_tracker" not in args:
+                child.kill()

@@ -11,6 +11,7 @@ library itself never imports it.
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import sys
@@ -100,6 +101,7 @@ def _prefect_env(home: Path, verbose: bool) -> None:
     """
     os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
     if not verbose:
+        logging.raiseExceptions = False  # a log the server refused (full disk: 500) is not printed to stderr either
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_FLOW_RUNS_LEVEL", "CRITICAL")
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_TASK_RUNS_LEVEL", "CRITICAL")
@@ -181,6 +183,9 @@ def run_command(
 
 def _stop_run(error: AitpError) -> None:
     """From the service watcher: print the one-line error and end the process now (every stage is committed)."""
+    from aitp.service_watch import end_local_workers
+
+    end_local_workers()
     sys.stdout.flush()
     try:
         fail(str(error))

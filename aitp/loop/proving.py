@@ -151,15 +151,24 @@ def search_critic(choice: str | None, models: ProverModels) -> Critic | None:
 
 
 def search_on_dask(
-    names: list[str], job: SearchJob, client: Any, shard_size: int, on_progress: Progress | None = None
+    names: list[str],
+    job: SearchJob,
+    client: Any,
+    shard_size: int,
+    on_progress: Progress | None = None,
+    resources: dict[str, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Search theorems over Dask, one task per shard (retried when its worker dies); shard results in order."""
+    """Search theorems over Dask, one task per shard (retried when its worker dies); shard results in order.
+
+    `resources` (a GPU) places every shard on a worker that has them: where its tactic model decodes."""
     from distributed import as_completed
 
     shards = [names[i : i + shard_size] for i in range(0, len(names), shard_size)]
     run_id = uuid.uuid4().hex[:12]
     futures = [
-        client.submit(search_shard, shard, job, key=f"aitp-prove-{run_id}-{i}", retries=SHARD_RETRIES)
+        client.submit(
+            search_shard, shard, job, key=f"aitp-prove-{run_id}-{i}", retries=SHARD_RETRIES, resources=resources
+        )
         for i, shard in enumerate(shards)
     ]
     index = {f.key: i for i, f in enumerate(futures)}
@@ -278,21 +287,44 @@ class ProverEnvironment:
     ) -> dict[str, list[dict[str, Any]]]:
         """Search the chunk's theorems with the policy's prover models and exploration, on Dask."""
         from aitp.proving.backends import serving_address
-        from aitp.rollouts.cluster import dask_client
+        from aitp.rollouts.cluster import dask_client, gpu_workers
 
         names = [t.name for t in items]
         job = self.job(policy.path, iteration, train=True)
         size = self.config.rollouts.shard_size
         local = client is None or isinstance(client, str)
-        opened = dask_client(client, self.config.rollouts.workers, gpus=0) if local else nullcontext(client)
+        on_gpu = self.decodes_on_gpu
+        gpus = None if on_gpu else 0
+        opened = dask_client(client, self.config.rollouts.workers, gpus=gpus) if local else nullcontext(client)
         with opened as dask:
             if _workers_on_this_host(dask):
                 job = replace(job, prover_address=serving_address(self.proving.backend))
+            resources = self._gpu_resources(dask) if on_gpu else None
             if size is None:
-                workers = max(1, len(dask.scheduler_info().get("workers", {})))
-                size = max(1, -(-len(names) // workers))
-            results = search_on_dask(names, job, dask, size, on_progress)
+                workers = gpu_workers(dask) if resources else len(dask.scheduler_info().get("workers", {}))
+                size = max(1, -(-len(names) // max(1, workers)))
+            results = search_on_dask(names, job, dask, size, on_progress, resources)
         return {table: [row for r in results for row in r["rows"].get(table, [])] for table in TRACE_TABLES}
+
+    @property
+    def decodes_on_gpu(self) -> bool:
+        """Whether searches sample tactics from a language model that is to run on CUDA (a generative policy)."""
+        return self.proving.tactic_policy == "generative" and self.config.device != "cpu"
+
+    def _gpu_resources(self, dask: Any) -> dict[str, int] | None:
+        """The Dask resources a search with a GPU model asks for: a GPU worker's card, so the model decodes there
+        (a CPU worker sees no CUDA device); none where no worker has one and the config did not ask for CUDA."""
+        from aitp.rollouts.cluster import GPU, gpu_workers, wants_cuda
+        from aitp.rollouts.run import NoGpuWorkersError
+
+        if gpu_workers(dask) > 0:
+            return {GPU: 1}
+        if wants_cuda(self.config.device):
+            raise NoGpuWorkersError(
+                f"device is {self.config.device} but no Dask worker declares a GPU: start workers with "
+                "`--resources GPU=1`, or pass --set device=cpu"
+            )
+        return None
 
     def prepare(self, iteration: int, policy: PolicySpec, client: Any) -> None:
         """Nothing to ready ahead: a prover search starts its processes per job."""

@@ -272,6 +272,31 @@ def test_workers_of_a_local_cluster_may_fork_the_loops_prover():
         assert _workers_on_this_host(client)
 
 
+def test_searches_with_a_model_to_run_on_cuda_are_placed_on_a_gpu_worker(tmp_path):
+    """A generative policy's searches ask Dask for a worker declaring a GPU: the flow's CPU workers see no CUDA
+    device, and a model placed there decodes on the CPU (on one H200 a 200-theorem slice sat at 0 % GPU for 8 min).
+    The cluster is real; its GPU worker only declares the resource (this machine has no GPU)."""
+    from distributed import Client
+
+    from aitp.rollouts.cluster import GPU, local_cluster
+    from aitp.rollouts.run import NoGpuWorkersError
+
+    def env(policy: str, device: str | None) -> ProverEnvironment:
+        data = copy.deepcopy(PROVE) | {"device": device}
+        data["proving"] |= {"tactic_policy": policy}
+        return ProverEnvironment(LoopConfig.model_validate(data), tmp_path)
+
+    assert env("generative", "cuda").decodes_on_gpu and env("generative", None).decodes_on_gpu
+    assert not env("generative", "cpu").decodes_on_gpu and not env("ranked", "cuda").decodes_on_gpu
+    with local_cluster(gpus=1, cpu_workers=1) as cluster, Client(cluster, set_as_default=False) as client:
+        client.wait_for_workers(2)
+        assert env("generative", "cuda")._gpu_resources(client) == {GPU: 1}
+    with local_cluster(1) as cluster, Client(cluster, set_as_default=False) as client:
+        with pytest.raises(NoGpuWorkersError, match="no Dask worker declares a GPU"):
+            env("generative", "cuda")._gpu_resources(client)
+        assert env("generative", None)._gpu_resources(client) is None  # no GPU asked for: the CPU workers decode
+
+
 def test_the_critic_keys_take_effect_or_are_refused():
     proving = PROVE["proving"]
     with pytest.raises(ValueError, match="no effect with search: bfs"):

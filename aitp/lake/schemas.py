@@ -82,6 +82,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             "admissions, engine_s, admit_s, wait_s, completions_s (where the time went); null: not kept; JSON",
             json_text=True,
         ),
+        col("token_ids", pa.list_(pa.int32()), "the completion's tokens as sampled (token_logprobs are theirs)"),
     ),
     "evals": _table(
         col("eval_name", pa.string(), "which evaluation (e.g. heldout)"),
@@ -119,6 +120,11 @@ SCHEMAS: dict[str, pa.Schema] = {
         col("started_at", TIMESTAMP, "iteration start (UTC)"),
         col("finished_at", TIMESTAMP, "iteration end (UTC)"),
         col("repaired_shards", pa.list_(pa.string()), "shards (<table>/<shard>) `aitp lake check --repair` removed"),
+        col(
+            "logprob_gap",
+            pa.float64(),
+            "grpo: mean |sampler's recorded - trainer's recomputed| log-prob of the trained tokens; null: not measured",
+        ),
     ),
     "proof_nodes": _table(
         col("theorem_id", pa.string(), "theorem searched", key=True),

@@ -114,7 +114,7 @@ def run_iteration(
         checkpoint = timed("train", steps.train, run, iteration, base)
     except NoTrainingDataError as exc:  # nothing kept: the champion stays, the loop goes on
         return _skip_training(run, iteration, str(exc), kept_rate, steps, on_event, decided)
-    stages.record(run, iteration, stage="train")
+    stages.record(run, iteration, stage="train", **stages.train_figures(checkpoint))
     version = timed("register", steps.register, run, iteration, checkpoint, flow_run_id)
     result = timed("eval", steps.evaluate, run, iteration, version)
     stages.record(run, iteration, stage="eval", eval_pass_rate=result.score("pass_rate"))

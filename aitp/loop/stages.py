@@ -138,6 +138,14 @@ def train_stage(run: LoopRun, iteration: int, base: PolicySpec) -> Path:
     return run.environment.train(run.home, run.experiment, iteration, base, out)
 
 
+def train_figures(checkpoint: Path) -> dict[str, Any]:
+    """What the iteration's row records of its training: grpo's sampler/trainer log-prob gap, when measured."""
+    from aitp.train.checkpoint import read_record
+
+    gap = read_record(checkpoint).get("logprob_gap")
+    return {} if gap is None else {"logprob_gap": gap}
+
+
 def registered_version(run: LoopRun, iteration: int, checkpoint: Path) -> str | None:
     """The registry version already holding this iteration's checkpoint, if it was registered."""
     from aitp.fingerprint import fingerprint

@@ -284,6 +284,8 @@ class Registry:
                 "train/tokens": record.get("tokens", 0),
                 "train/seconds": seconds,
                 "train/tokens_per_s": record.get("tokens", 0) / seconds if seconds else 0.0,
+                # grpo: how far the trainer's log-probs are from the sampler's on the same tokens
+                **({"train/logprob_gap": record["logprob_gap"]} if record.get("logprob_gap") is not None else {}),
             },
         )
         self.log_json(run_id, record, "train/training.json")

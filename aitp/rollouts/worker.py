@@ -297,6 +297,7 @@ def _group_rows(
             "prompt_tokens": c.prompt_tokens,
             "completion_tokens": c.completion_tokens,
             "token_logprobs": list(c.logprobs),
+            "token_ids": list(c.token_ids),
             "finish_reason": c.finish_reason,
             "latency_s": float(c.extra.get("latency_s", latency)),
             **where,

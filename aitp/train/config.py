@@ -5,9 +5,9 @@ Imports pydantic only, so the GPU machine (torch, lightning, deepspeed, transfor
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from aitp.filtering import SEED_THRESHOLD
 
@@ -33,8 +33,10 @@ class TrainConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    objective: Literal["sft", "dpo"] = "sft"
-    """sft: next-token loss on kept completions (expert iteration); dpo: preference pairs from groups."""
+    objective: Literal["sft", "dpo", "grpo"] = "sft"
+    """sft: next-token loss on kept completions (expert iteration); dpo: preference pairs from groups; grpo: a
+    clipped policy gradient on the iteration's kept groups, each sample weighted by its score minus its group's mean,
+    against the log-probs the sampler recorded for its own tokens."""
     demonstrations: bool = False
     """Also train on the items' gold answers as completions: a cold start that imitates the answers, not the policy."""
     demonstrations_only: bool = False
@@ -50,6 +52,16 @@ class TrainConfig(BaseModel):
     """DPO: at most this many (chosen, rejected) pairs from one group, largest score gaps first."""
     dpo_beta: float = Field(0.1, gt=0.0)
     """DPO: strength of the implicit KL penalty towards the reference (the base model)."""
+    grpo_epochs: int = Field(1, ge=1)
+    """GRPO: passes over the iteration's rollouts, a step per batch (`steps` caps the steps: whichever ends first)."""
+    grpo_clip_eps: float = Field(0.2, gt=0.0, lt=1.0)
+    """GRPO: a token's probability ratio to the sampler's is clipped to [1 - eps, 1 + eps] (PPO's surrogate)."""
+    grpo_kl_beta: float = Field(0.0, ge=0.0)
+    """GRPO: weight of the per-token KL to the base model (its log-probs computed once, before training; 0: none)."""
+    grpo_scale_std: bool = False
+    """GRPO: divide each group's advantages by the group's standard deviation (GRPO); off: Dr. GRPO's mean baseline."""
+    grpo_keep_uniform: bool = False
+    """GRPO: also train on groups whose scores are all equal (their advantage is 0: only the KL term moves them)."""
     system_prompt: str | None = None
     """System prompt of demonstration examples (None: the environment's); rollouts keep their own prompt."""
     steps: int = Field(100, ge=1)
@@ -93,6 +105,27 @@ class TrainConfig(BaseModel):
     def _check(self) -> TrainConfig:
         if self.demonstrations_only and not self.demonstrations:
             self.demonstrations = True
-        if self.objective == "dpo" and self.demonstrations:
-            raise ValueError("demonstrations train with sft only: set demonstrations false for dpo")
+        if self.objective != "sft" and self.demonstrations:
+            raise ValueError(f"demonstrations train with sft only: set demonstrations false for {self.objective}")
+        if self.objective == "grpo" and self.distinct_completions:
+            raise ValueError("distinct_completions selects sft examples: remove it for grpo")
+        if self.objective == "grpo" and self.data_iterations != "current":
+            raise ValueError("grpo trains on the rollouts its base model sampled: set data_iterations current")
+        unused = [k for k in GRPO_DEFAULTS if k in self.model_fields_set and self.objective != "grpo"]
+        if unused:
+            raise ValueError(f"{', '.join(unused)} apply to objective grpo only: remove them or set objective: grpo")
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)  # grpo keys left out at their defaults, so configs recorded before them keep their hash
+        for key, default in GRPO_DEFAULTS.items():
+            if key in data and data[key] == default:
+                data.pop(key)
+        return data
+
+
+GRPO_DEFAULTS: dict[str, Any] = {
+    name: field.default for name, field in TrainConfig.model_fields.items() if name.startswith("grpo_")
+}
+"""The grpo settings and their defaults (dumped only when set otherwise)."""

@@ -1,4 +1,5 @@
-"""Training examples selected from the lake with SQL: kept samples (SFT), preference pairs (DPO), demonstrations.
+"""Training examples selected from the lake with SQL: kept samples (SFT), preference pairs (DPO), scored groups
+(GRPO), demonstrations.
 
 Nothing is handed over in memory: each stage commits to the lake and training reads it back here.
 Every example records where it came from (iteration, item, group, sample), its group's
@@ -70,6 +71,40 @@ def preference_pairs_sql(config: TrainConfig) -> str:
                completion, rejected, score, rejected_score, keep_reason, keep_threshold
         FROM pairs WHERE pair_rank <= $max_pairs
         ORDER BY iteration, item_id, group_id, pair_rank"""
+
+
+def group_samples_sql(config: TrainConfig) -> str:
+    """GRPO: every sample of the iteration's kept groups, with the tokens and log-probs its sampler recorded."""
+    return f"""
+        SELECT 'rollout' AS source, iteration, item_id, task, group_id, sample_index,
+               NULL::INTEGER AS rejected_index, prompt, completion, NULL::VARCHAR AS rejected,
+               final_score AS score, NULL::DOUBLE AS rejected_score, keep_reason, keep_threshold,
+               token_ids, token_logprobs
+        FROM rollouts
+        WHERE experiment = $experiment AND {_iterations(config)} AND coalesce(split, 'train') = 'train'
+          AND group_kept AND final_score IS NOT NULL AND completion IS NOT NULL
+          AND {_QUESTION} NOT IN ({_EVAL_QUESTIONS})
+        ORDER BY iteration, item_id, group_id, sample_index"""
+
+
+def with_advantages(rows: list[dict[str, Any]], config: TrainConfig) -> list[dict[str, Any]]:
+    """GRPO examples: each sample with its group's advantage; uniform groups left out unless kept on purpose."""
+    from aitp.train.grpo import group_advantages
+
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        if row["token_ids"] is None or row["token_logprobs"] is None:
+            raise NoTrainingDataError(
+                f"rollout {row['group_id']}/{row['sample_index']} has no recorded tokens (an older lake): "
+                "grpo trains on the sampler's own tokens, so run the iteration's rollouts again"
+            )
+        groups.setdefault((row["iteration"], row["item_id"], row["group_id"]), []).append(row)
+    out = []
+    for samples in groups.values():
+        advantages = group_advantages([s["score"] for s in samples], config.grpo_scale_std, config.grpo_keep_uniform)
+        if advantages is not None:
+            out += [{**s, "advantage": a} for s, a in zip(samples, advantages)]
+    return out
 
 
 def demonstrations_sql(config: TrainConfig) -> str:
@@ -152,14 +187,16 @@ def select_examples(home: str | Path, experiment: str, iteration: int, config: T
         examples: list[dict[str, Any]] = []
         if not config.demonstrations_only:
             _check_filtered(con, experiment, iteration, config)
-            sql = kept_samples_sql(config) if config.objective == "sft" else preference_pairs_sql(config)
-            examples += _fetch(con, sql, params)
+            sql = {"sft": kept_samples_sql, "dpo": preference_pairs_sql, "grpo": group_samples_sql}[config.objective]
+            rows = _fetch(con, sql(config), params)
+            examples += with_advantages(rows, config) if config.objective == "grpo" else rows
         if config.demonstrations and config.objective == "sft":
             examples += _demonstrations(con, params, config)
     finally:
         con.close()
     if not examples:
-        kind = "kept samples" if config.objective == "sft" else "preference pairs"
+        kind = {"sft": "kept samples", "dpo": "preference pairs", "grpo": "groups of differing scores"}
+        kind = kind[config.objective]
         what = f"{kind} scoring above {config.threshold:g}"
         if config.demonstrations_only:
             what = "demonstrations (train items with gold answers)"

@@ -5,7 +5,10 @@ One module serves both backends: the built-in `tiny` transformer and Hugging Fac
 - sft: mean next-token loss over completion tokens (the prompt is context, not target);
 - dpo: -log sigmoid(beta * ((pi_c - ref_c) - (pi_r - ref_r))) over summed completion log-probs,
   with the reference log-probs computed once, before training, by the base model: no second
-  model sits beside the policy under DeepSpeed.
+  model sits beside the policy under DeepSpeed;
+- grpo: the clipped surrogate of `aitp.train.grpo` over the tokens the sampler drew, the ratio taken
+  against its recorded log-probs; the base model's per-token log-probs (KL reference, and the
+  sampler/trainer agreement) are likewise computed once, before training.
 Imports torch and lightning only (no lake, no MLflow), so it runs on a bare GPU machine.
 """
 
@@ -27,7 +30,8 @@ except ImportError:  # pragma: no cover - depends on the machine
 
 from aitp.errors import AitpError
 from aitp.train.config import COMPILE_MODES
-from aitp.train.logprobs import completion_logprobs, sft_nll
+from aitp.train.grpo import aligned, clipped_surrogate, logprob_gap
+from aitp.train.logprobs import completion_logprobs, sft_nll, token_logprobs
 
 Encoder = Callable[[list[dict[str, str]], str], tuple[list[int], list[bool]]]
 
@@ -111,10 +115,14 @@ def _messages(prompt: Any) -> list[dict[str, str]]:
 
 
 def encode_examples(trainable: Trainable, examples: Sequence[dict[str, Any]], objective: str, max_len: int) -> list:
-    """Token ids and target masks of each example (a chosen and a rejected sequence for dpo)."""
+    """Token ids and target masks of each example (a chosen and a rejected sequence for dpo; for grpo the
+    sampled tokens themselves, with their recorded log-probs and the advantage)."""
     encoded = []
     for number, ex in enumerate(examples):
         messages = _messages(ex["prompt"])
+        if objective == "grpo":
+            encoded.append(encode_sampled(trainable, messages, ex, max_len))
+            continue
         chosen = fit_length(*trainable.encode(messages, ex["completion"]), max_len)
         if not any(chosen[1]):
             raise TrainDataError(f"example {number} has no completion tokens left within max_len={max_len}: raise it")
@@ -125,6 +133,23 @@ def encode_examples(trainable: Trainable, examples: Sequence[dict[str, Any]], ob
         else:
             encoded.append(chosen)
     return encoded
+
+
+def encode_sampled(trainable: Trainable, messages: list[dict[str, str]], example: dict[str, Any], max_len: int):
+    """(ids, targets, sampled log-probs per position, advantage): the prompt, then the tokens the sampler drew."""
+    ids, targets = trainable.encode(messages, "")
+    prompt = ids[: targets.index(True)]  # the completion of "" is only the end-of-sequence token
+    tokens = [int(t) for t in example["token_ids"]]
+    if len(tokens) != len(example["token_logprobs"]) or not tokens:
+        raise TrainDataError(
+            f"rollout {example.get('group_id')}/{example.get('sample_index')} records {len(tokens)} tokens and "
+            f"{len(example['token_logprobs'])} log-probs: grpo needs one per sampled token (re-run its rollouts)"
+        )
+    full = prompt + tokens
+    marks = [False] * len(prompt) + [True] * len(tokens)
+    sampled = aligned(len(prompt), example["token_logprobs"])
+    kept, marks = fit_length(list(range(len(full))), marks, max_len)  # the same cut for ids and log-probs
+    return [full[i] for i in kept], marks, [sampled[i] for i in kept], float(example["advantage"])
 
 
 def pad_batch(seqs: Sequence[tuple[list[int], list[bool]]], pad_id: int) -> dict[str, Tensor]:
@@ -140,8 +165,24 @@ def pad_batch(seqs: Sequence[tuple[list[int], list[bool]]], pad_id: int) -> dict
     return {"input_ids": ids, "attention_mask": attention, "target_mask": targets}
 
 
+def pad_sampled(rows: Sequence[tuple], pad_id: int, references: Sequence[Tensor] | None = None) -> dict[str, Tensor]:
+    """A grpo batch: pad_batch's tensors plus `sampled_logp` (B, T), `advantages` (B,), `reference_logp` (B, T)."""
+    out = pad_batch([(ids, marks) for ids, marks, _, _ in rows], pad_id)
+    sampled = torch.zeros(out["input_ids"].shape, dtype=torch.float32)
+    for i, (_, _, logp, _) in enumerate(rows):
+        sampled[i, : len(logp)] = torch.tensor(logp, dtype=torch.float32)
+    out["sampled_logp"] = sampled
+    out["advantages"] = torch.tensor([adv for _, _, _, adv in rows], dtype=torch.float32)
+    if references is not None:
+        reference = torch.zeros_like(sampled)
+        for i, ref in enumerate(references):
+            reference[i, : len(ref)] = ref
+        out["reference_logp"] = reference
+    return out
+
+
 class ExampleDataset(torch.utils.data.Dataset):
-    """Encoded examples; for dpo each also carries the reference log-probs of its pair."""
+    """Encoded examples; for dpo each also carries the reference log-probs of its pair (grpo: of its tokens)."""
 
     def __init__(self, encoded: list, references: Tensor | None = None) -> None:
         self.encoded, self.references = encoded, references
@@ -155,12 +196,17 @@ class ExampleDataset(torch.utils.data.Dataset):
         return self.encoded[index], self.references[index]
 
 
-def make_collate(objective: str, pad_id: int) -> Callable[[list], dict[str, Tensor]]:
-    """The DataLoader's collate: one padded batch (sft), or chosen rows then rejected rows (dpo)."""
+def make_collate(objective: str, pad_id: int, references: bool = False) -> Callable[[list], dict[str, Tensor]]:
+    """The DataLoader's collate: one padded batch (sft, grpo: with `references` per token), or chosen rows then
+    rejected rows (dpo)."""
 
     def collate(batch: list) -> dict[str, Tensor]:
         if objective == "sft":
             return pad_batch(batch, pad_id)
+        if objective == "grpo":
+            if references:
+                return pad_sampled([row for row, _ in batch], pad_id, [ref for _, ref in batch])
+            return pad_sampled(batch, pad_id)
         pairs = [p for p, _ in batch]
         out = pad_batch([c for c, _ in pairs] + [r for _, r in pairs], pad_id)
         out["reference"] = torch.stack([ref for _, ref in batch])  # (B, 2): chosen, rejected
@@ -188,8 +234,36 @@ def reference_logprobs(trainable: Trainable, encoded: list, batch_size: int = 8,
     return torch.cat(out)
 
 
+@torch.no_grad()
+def sampled_token_logprobs(
+    trainable: Trainable, encoded: list, batch_size: int = 8, device: Any = None
+) -> tuple[list[Tensor], float, int]:
+    """Per-position log-probs of each grpo sequence under the base model (the KL reference), and the mean
+    absolute gap to the sampler's recorded ones over the completion tokens (with the tokens counted)."""
+    model = trainable.model
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    was_training, home = model.training, next(model.parameters()).device
+    model.eval().to(device)
+    references: list[Tensor] = []
+    gap_sum, tokens = 0.0, 0
+    try:
+        for start in range(0, len(encoded), batch_size):
+            rows = encoded[start : start + batch_size]
+            batch = pad_sampled(rows, trainable.pad_id)
+            ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
+            logp = token_logprobs(model, trainable.backend, ids, mask).float().cpu()
+            logp = torch.cat([torch.zeros_like(logp[:, :1]), logp], dim=1)  # position t: log p(token t | < t)
+            gap, counted = logprob_gap(batch["sampled_logp"], logp, batch["target_mask"])
+            if counted:
+                gap_sum, tokens = gap_sum + gap * counted, tokens + counted
+            references += [logp[i, : len(row[0])] for i, row in enumerate(rows)]
+    finally:
+        model.train(was_training).to(home)
+    return references, (gap_sum / tokens if tokens else float("nan")), tokens
+
+
 class PolicyModule(pl.LightningModule):
-    """Trains `model` with the sft or dpo objective; `losses` keeps one loss per micro-batch."""
+    """Trains `model` with the sft, dpo or grpo objective; `losses` keeps one loss per micro-batch."""
 
     def __init__(
         self,
@@ -201,10 +275,12 @@ class PolicyModule(pl.LightningModule):
         warmup_steps: int = 0,
         dpo_beta: float = 0.1,
         compile: bool | str = False,
+        grpo_clip_eps: float = 0.2,
+        grpo_kl_beta: float = 0.0,
     ) -> None:
         super().__init__()
-        if objective not in ("sft", "dpo"):
-            raise TrainDataError(f"unknown objective '{objective}': use sft or dpo")
+        if objective not in ("sft", "dpo", "grpo"):
+            raise TrainDataError(f"unknown objective '{objective}': use sft, dpo or grpo")
         if compile not in (False, True, *COMPILE_MODES):
             modes = ", ".join(COMPILE_MODES)
             raise TrainDataError(f"unknown compile mode '{compile}': use true, false or one of {modes}")
@@ -212,13 +288,14 @@ class PolicyModule(pl.LightningModule):
         self.backend, self.objective = backend, objective
         self.lr, self.weight_decay, self.warmup_steps, self.dpo_beta = lr, weight_decay, warmup_steps, dpo_beta
         self.compile = compile
+        self.grpo_clip_eps, self.grpo_kl_beta = grpo_clip_eps, grpo_kl_beta
         self.losses: list[Tensor] = []
         self._loss_fn: Callable[[dict[str, Tensor]], Tensor] | None = None
 
     def _loss(self, batch: dict[str, Tensor]) -> Tensor:
         """The objective's loss; with `compile`, one compiled graph of network and loss (fused norms and loss)."""
         if self._loss_fn is None:
-            fn = self.sft_loss if self.objective == "sft" else self.dpo_loss
+            fn = {"sft": self.sft_loss, "dpo": self.dpo_loss, "grpo": self.grpo_loss}[self.objective]
             mode = self.compile if isinstance(self.compile, str) else None
             self._loss_fn = torch.compile(fn, mode=mode) if self.compile else fn
         if self.compile == "reduce-overhead":  # a new step: the graphs' outputs of the last one may be reused
@@ -243,6 +320,20 @@ class PolicyModule(pl.LightningModule):
         ref = batch["reference"].float()
         margin = (chosen - ref[:, 0]) - (rejected - ref[:, 1])
         return -F.logsigmoid(self.dpo_beta * margin).mean()
+
+    def grpo_loss(self, batch: dict[str, Tensor]) -> Tensor:
+        """The clipped surrogate over the batch's sampled tokens (see `aitp.train.grpo`)."""
+        logp = token_logprobs(self.model, self.backend, batch["input_ids"], batch["attention_mask"]).float()
+        reference = batch.get("reference_logp")
+        return clipped_surrogate(
+            logp,
+            batch["sampled_logp"][:, 1:],
+            batch["advantages"],
+            batch["target_mask"][:, 1:],
+            self.grpo_clip_eps,
+            None if reference is None else reference[:, 1:],
+            self.grpo_kl_beta,
+        )
 
     def configure_optimizers(self):
         trainable = [p for p in self.parameters() if p.requires_grad]

@@ -47,6 +47,7 @@ from aitp.train.module import (
     make_collate,
     pl,
     reference_logprobs,
+    sampled_token_logprobs,
 )
 from aitp.train.strategy import StrategyError, StrategyPlan, build_strategy, detect_hardware, plan_strategy
 
@@ -73,6 +74,8 @@ class TrainResult:
     losses: list[float] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    logprob_gap: float | None = None
+    """grpo: mean |sampler's recorded - base model's recomputed| log-prob over the trained tokens (fp32 CPU: ~0)."""
     phases: dict[str, float] = field(default_factory=dict)
     """Where `seconds` went, adding up to it: loading the base and encoding (`load_s`), building the trainer and its
     strategy until the first step (`setup_s`: DeepSpeed's engine), the steps (`steps_s`), Lightning's teardown after
@@ -190,7 +193,12 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
     pl.seed_everything(config.seed, workers=True, verbose=False)
     trainable = load_trainable(_spec_of(base), config.lora)
     encoded = encode_examples(trainable, examples, config.objective, config.max_len)
-    references = reference_logprobs(trainable, encoded, config.batch_size) if config.objective == "dpo" else None
+    references, gap = None, None
+    if config.objective == "dpo":
+        references = reference_logprobs(trainable, encoded, config.batch_size)
+    elif config.objective == "grpo":  # one pass gives the KL reference and the sampler/trainer agreement
+        per_token, gap, _ = sampled_token_logprobs(trainable, encoded, config.batch_size)
+        references = per_token if config.grpo_kl_beta > 0 else None
     plan = plan_for(config)
     module = PolicyModule(
         trainable.model,
@@ -201,13 +209,15 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
         config.warmup_steps,
         config.dpo_beta,
         config.compile,
+        config.grpo_clip_eps,
+        config.grpo_kl_beta,
     )
     loader = torch.utils.data.DataLoader(
         ExampleDataset(encoded, references),
         batch_size=config.batch_size,
         shuffle=True,
         drop_last=len(encoded) >= config.batch_size,
-        collate_fn=make_collate(config.objective, trainable.pad_id),
+        collate_fn=make_collate(config.objective, trainable.pad_id, references is not None),
         num_workers=config.num_workers,
         generator=torch.Generator().manual_seed(config.seed),
     )
@@ -221,6 +231,7 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
         strategy=build_strategy(plan),
         precision=plan.precision,
         max_steps=done + config.steps,
+        max_epochs=config.grpo_epochs if config.objective == "grpo" else None,
         accumulate_grad_batches=config.grad_accum,
         gradient_clip_val=1.0,
         logger=False,
@@ -250,6 +261,7 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
             config=config.model_dump(mode="json"),
             meta=meta or {},
             phases={"load_s": round(loaded - start, 3), **progress.phases(loaded, fitted)},
+            logprob_gap=gap,
         )
         _save(trainer, module, trainable, plan, out, result, examples, start)
     finally:
@@ -391,8 +403,8 @@ def _save(trainer, module, trainable, plan: StrategyPlan, out: Path, result: Tra
 
 
 def _lineage(example: dict[str, Any]) -> dict[str, Any]:
-    """An example as recorded in the checkpoint: everything but the (long) prompt messages."""
-    return {k: v for k, v in example.items() if k != "prompt"}
+    """An example as recorded in the checkpoint: everything but the (long) prompt messages and sampled tokens."""
+    return {k: v for k, v in example.items() if k not in ("prompt", "token_ids", "token_logprobs")}
 
 
 def launch(examples, base, config: TrainConfig, out: Path, meta: dict[str, Any], devices: int) -> None:

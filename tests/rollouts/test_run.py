@@ -21,7 +21,7 @@ ROW_FIELDS = {
     "experiment", "iteration", "item_id", "task", "config", "seed", "item_index", "split", "difficulty_level",
     "gold_answer", "group_id", "sample_index", "sample_seed", "prompt", "completion", "extracted_answer",
     "raw_score", "lenient_score", "final_score", "format_error", "prompt_tokens", "completion_tokens",
-    "token_logprobs", "finish_reason", "latency_s", "worker", "model_version", "sampler_json",
+    "token_logprobs", "finish_reason", "latency_s", "worker", "model_version", "sampler_json", "token_ids",
 }  # fmt: skip
 SCORE_FIELDS = {"scores", "raw_scores", "lenient_scores", "format_errors", "extracted_answers", "completion_tokens"}
 
@@ -53,7 +53,7 @@ def test_rows_carry_lake_fields_in_item_order(client, policy):
     assert (row["experiment"], row["iteration"], row["task"]) == ("e", 2, "basic_arithmetic")
     assert row["gold_answer"] == items[0].answer and row["item_index"] == items[0].index
     assert row["prompt"][-1] == {"role": "user", "content": items[0].question}
-    assert len(row["token_logprobs"]) == row["completion_tokens"] <= 24
+    assert len(row["token_logprobs"]) == len(row["token_ids"]) == row["completion_tokens"] <= 24
     assert row["finish_reason"] in ("stop", "length") and row["latency_s"] >= 0
     assert row["sampler_json"] is None  # the built-in tiny policy keeps no timings of its calls
     assert len({r["group_id"] for r in rows}) == 5

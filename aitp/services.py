@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from aitp.errors import AitpError
+from aitp.processes import pid_alive
 
 OFFLINE_ENV = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -171,21 +172,10 @@ def stop(service: Service) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(service.pid, signal.SIGTERM)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _alive(service.pid):
+    while time.monotonic() < deadline and pid_alive(service.pid):
         time.sleep(0.2)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(service.pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    with contextlib.suppress(OSError, ValueError):
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-        return state != "Z"
-    return True
 
 
 def _registry(home: Path) -> Path:

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from aitp.errors import AitpError
+from aitp.processes import pid_alive
 
 try:
     import fcntl
@@ -43,7 +44,7 @@ class Holder:
 
     def alive(self) -> bool:
         """Whether this very process still runs (the same PID started later is another process)."""
-        if not _pid_alive(self.pid):
+        if not pid_alive(self.pid):
             return False
         now_started = process_start(self.pid)
         return self.started is None or now_started is None or abs(now_started - self.started) < 1.0
@@ -57,16 +58,6 @@ def process_start(pid: int) -> float | None:
         return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
         return None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def lock_path(home: Path, experiment: str) -> Path:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from aitp.atomic import _fsync_dir, staging_dir
 from aitp.errors import AitpError
+from aitp.processes import pid_alive
 
 MAKING = "making"  # label of the hidden sibling a store is built in
 
@@ -151,15 +152,5 @@ def _remove_dead_stagings(path: Path) -> None:
     """Delete hidden half-built stores whose builder process is gone (killed while building)."""
     for staging in path.parent.glob(f".{path.name}.{MAKING}-*"):
         pid = staging.name.split(f".{MAKING}-")[1].split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             staging.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

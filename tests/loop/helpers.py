@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -152,3 +153,12 @@ def prefect_read(url: str, read: Callable) -> object:
 
     with temporary_settings({PREFECT_API_URL: url}):
         return asyncio.run(go())
+
+
+def store_tables(db: Path) -> int:
+    """Tables an MLflow SQLite store has so far (0 while it is being written): how far its set-up got."""
+    try:
+        with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=0.05) as con:
+            return con.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+    except sqlite3.DatabaseError:
+        return 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -13,21 +12,22 @@ from pathlib import Path
 import pytest
 
 from aitp.loop.writer_lock import lock_path, read_holder
-from tests.loop.helpers import AITP, REPO, champion_weights, env, lake_counts, run_aitp, run_and_kill
+from tests.loop.helpers import (
+    AITP,
+    REPO,
+    champion_weights,
+    env,
+    lake_counts,
+    run_aitp,
+    run_and_kill,
+    store_tables,
+)
 
 pytestmark = pytest.mark.slow  # real processes: a Prefect server, killed writers
 
 
 def _run_args(config: Path, home: Path) -> list[str]:
     return ["run", "--config", str(config), "--home", str(home), "--no-report"]
-
-
-def _tables(db: Path) -> int:
-    try:
-        with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=0.05) as con:
-            return con.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
-    except sqlite3.DatabaseError:
-        return 0  # being written
 
 
 def _agrees_with_baseline(home: Path, home0: Path) -> None:
@@ -54,7 +54,7 @@ def test_a_first_run_killed_while_mlflow_builds_its_store_leaves_a_home_that_run
     home = tmp_path / "home"
 
     def mid_setup() -> bool:  # the store half built, as in the issue (26 of 65 tables)
-        return any(_tables(p) >= 20 for p in home.glob(".mlflow.db.making-*"))
+        return any(store_tables(p) >= 20 for p in home.glob(".mlflow.db.making-*"))
 
     run_and_kill(_run_args(config, home), env(prefect_server), mid_setup)
     assert not (home / "mlflow.db").exists()  # killed during set-up, not after

@@ -9,23 +9,15 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from aitp.registry import CHAMPION, Registry
 from aitp.registry.tracking_store import TrackingStoreError, _head_revision, _read, prepare_store
+from tests.loop.helpers import store_tables
 
 # MLflow's own set-up, in place, as every aitp before the store was built aside did it.
 IN_PLACE = "import sys; from mlflow import MlflowClient; MlflowClient(sys.argv[1]).search_experiments()"
-
-
-def _tables(db: Path) -> int:
-    try:
-        with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=0.05) as con:
-            return con.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
-    except sqlite3.DatabaseError:
-        return 0  # being written
 
 
 @pytest.mark.slow
@@ -33,7 +25,7 @@ def test_a_store_half_made_by_a_killed_set_up_is_moved_aside_and_rebuilt(tmp_pat
     db = tmp_path / "mlflow.db"
     setup = subprocess.Popen([sys.executable, "-c", IN_PLACE, f"sqlite:///{db}"], start_new_session=True)
     deadline = time.monotonic() + 120
-    while _tables(db) < 20:  # killed mid-migration, as in the issue (26 of 65 tables)
+    while store_tables(db) < 20:  # killed mid-migration, as in the issue (26 of 65 tables)
         assert setup.poll() is None and time.monotonic() < deadline, "set-up ended before the kill point"
         time.sleep(0.01)
     os.killpg(setup.pid, signal.SIGKILL)

@@ -1,0 +1,47 @@
+"""configs/quickstart-grpo.yaml: the quickstart with objective grpo, and two of its iterations run in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aitp.configs import load_config
+from aitp.lake import read_iteration
+from aitp.loop import LoopConfig, open_experiment, run_iteration
+from aitp.train.checkpoint import RECORD_FILE, checkpoint_dir
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def test_grpo_quickstart_differs_from_the_quickstart_only_in_how_it_self_trains():
+    quick = load_config(LoopConfig, CONFIGS / "quickstart.yaml").model_dump()
+    grpo = load_config(LoopConfig, CONFIGS / "quickstart-grpo.yaml").model_dump()
+    assert grpo.pop("experiment") == "quickstart-grpo" and quick.pop("experiment") == "quickstart"
+    assert grpo.pop("self_train")["objective"] == "grpo" and quick.pop("self_train")["objective"] == "sft"
+    assert grpo == quick  # tasks, items, warm start, rollout budget, held-out set, promotion
+
+
+@pytest.mark.slow
+def test_two_iterations_of_the_grpo_quickstart_train_with_grpo_and_record_the_logprob_gap(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    data = load_config(LoopConfig, CONFIGS / "quickstart-grpo.yaml").model_dump(mode="json")
+    # Shrunk to seconds: fewer items and steps, one worker and one training thread. Every group is kept
+    # (uniform ones too), so iteration 1 trains whatever the short warm start learned.
+    data.update(iterations=1, demonstrations_per_task=16, eval={"n_per_task": 8, "max_tokens": 24})
+    data["tasks"] = [{k: v for k, v in t.items() if k != "demonstrations"} for t in data["tasks"]]
+    data["rollouts"].update(items_per_task=6, group_size=4, chunk_items=18, workers=1, threshold=-1.0)
+    data["warm_start"].update(steps=20, threads=1)
+    data["self_train"].update(steps=4, batch_size=8, threads=1, grpo_keep_uniform=True)
+    run = open_experiment(tmp_path, LoopConfig.model_validate(data))
+    run_iteration(run, 0)
+    row = run_iteration(run, 1)
+    assert row["status"] == "done"
+    record = json.loads((checkpoint_dir(tmp_path, "quickstart-grpo", 1) / RECORD_FILE).read_text())
+    assert record["objective"] == "grpo" and record["steps"] >= 1
+    gap = read_iteration(tmp_path, "quickstart-grpo", 1)["logprob_gap"]
+    assert gap == record["logprob_gap"] and 0 <= gap < 1e-4  # fp32 on a CPU: the sampler's own numbers
+    assert read_iteration(tmp_path, "quickstart-grpo", 0)["logprob_gap"] is None  # the sft warm start measures none
+    metrics = run.registry.client.get_run(row["mlflow_run_id"]).data.metrics
+    assert metrics["train/logprob_gap"] == pytest.approx(gap)

@@ -236,12 +236,17 @@ def reference_logprobs(trainable: Trainable, encoded: list, batch_size: int = 8,
 
 @torch.no_grad()
 def sampled_token_logprobs(
-    trainable: Trainable, encoded: list, batch_size: int = 8, device: Any = None
+    trainable: Trainable, encoded: list, batch_size: int = 8, device: Any = None, precision: str = "32-true"
 ) -> tuple[list[Tensor], float, int]:
     """Per-position log-probs of each grpo sequence under the base model (the KL reference), and the mean
-    absolute gap to the sampler's recorded ones over the completion tokens (with the tokens counted)."""
+    absolute gap to the sampler's recorded ones over the completion tokens (with the tokens counted).
+
+    Computed in the arithmetic training will use (`precision`: a mixed one runs under autocast), so the gap is
+    the one the clipped ratio sees at its first step.
+    """
     model = trainable.model
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    half = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
     was_training, home = model.training, next(model.parameters()).device
     model.eval().to(device)
     references: list[Tensor] = []
@@ -251,7 +256,8 @@ def sampled_token_logprobs(
             rows = encoded[start : start + batch_size]
             batch = pad_sampled(rows, trainable.pad_id)
             ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device)
-            logp = token_logprobs(model, trainable.backend, ids, mask).float().cpu()
+            with torch.autocast(device.type, dtype=half or torch.float32, enabled=half is not None):
+                logp = token_logprobs(model, trainable.backend, ids, mask).float().cpu()
             logp = torch.cat([torch.zeros_like(logp[:, :1]), logp], dim=1)  # position t: log p(token t | < t)
             gap, counted = logprob_gap(batch["sampled_logp"], logp, batch["target_mask"])
             if counted:

@@ -193,13 +193,13 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
     pl.seed_everything(config.seed, workers=True, verbose=False)
     trainable = load_trainable(_spec_of(base), config.lora)
     encoded = encode_examples(trainable, examples, config.objective, config.max_len)
+    plan = plan_for(config)
     references, gap = None, None
     if config.objective == "dpo":
         references = reference_logprobs(trainable, encoded, config.batch_size)
     elif config.objective == "grpo":  # one pass gives the KL reference and the sampler/trainer agreement
-        per_token, gap, _ = sampled_token_logprobs(trainable, encoded, config.batch_size)
+        per_token, gap, _ = sampled_token_logprobs(trainable, encoded, config.batch_size, precision=plan.precision)
         references = per_token if config.grpo_kl_beta > 0 else None
-    plan = plan_for(config)
     module = PolicyModule(
         trainable.model,
         trainable.backend,

@@ -114,6 +114,8 @@ def test_the_trainer_recomputes_the_sampler_logprobs_on_the_same_tokens_in_fp32(
     assert [sum(marks) for _, marks, _, _ in encoded] == [len(ex["token_ids"]) for ex in examples]
     _, gap, tokens = sampled_token_logprobs(trainable, encoded, batch_size=5)
     assert tokens == sum(len(ex["token_ids"]) for ex in examples) and gap < 1e-4
+    _, bf16, _ = sampled_token_logprobs(trainable, encoded, batch_size=5, precision="bf16-mixed")
+    assert bf16 > 10 * gap  # measured in the arithmetic training runs in: bf16 under autocast shows its rounding
     shifted = [{**ex, "token_logprobs": [lp - 0.1 for lp in ex["token_logprobs"]]} for ex in examples]
     _, off, _ = sampled_token_logprobs(trainable, encode_examples(trainable, shifted, "grpo", 512), batch_size=5)
     assert off == pytest.approx(0.1, abs=1e-4)  # the figure sees a sampler that disagrees

@@ -67,3 +67,41 @@ def rollout_rows(items: list[Item], scores: list[list[float]], iteration: int = 
 def write_rollouts(home: Path, experiment: str, iteration: int, rows: list[dict[str, Any]], threshold: float = 0.7):
     """Filter rows with the seed's rule and commit them."""
     write_partition(home, "rollouts", experiment, iteration, filter_rows(rows, threshold))
+
+
+def byte_bpe():
+    """A byte-level BPE tokenizer with no merges: offline, tiny, and loadable by AutoTokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    alphabet = ByteLevel.alphabet()
+    vocab = {tok: i for i, tok in enumerate(["<pad>", "<s>", "</s>", *sorted(alphabet)])}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(["<pad>", "<s>", "</s>"])
+    return tok
+
+
+def hf_llama_base(path: Path, seed: int = 0) -> Path:
+    """A randomly initialised 2-layer Hugging Face Llama (width 32) with a byte-level tokenizer, saved at `path`."""
+    import transformers
+
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=byte_bpe(), bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+    )
+    torch.manual_seed(seed)
+    transformers.LlamaForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

@@ -5,7 +5,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 from aitp.registry import Registry
@@ -22,12 +21,7 @@ def cli(*args: str):
     return CliRunner().invoke(app, list(args))
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_train_eval_promote_and_rollback_from_the_shell(tmp_path):

@@ -13,15 +13,9 @@ from aitp.train.data import NoTrainingDataError, select_examples
 from aitp.train.grpo import clipped_surrogate, group_advantages, logprob_gap
 from aitp.train.module import encode_examples, load_trainable, sampled_token_logprobs
 from aitp.train.run import fit, train
-from tests.train.helpers import SYSTEM, rollout_rows, tiny_base, write_items, write_rollouts
+from tests.train.helpers import SYSTEM, hf_llama_base, rollout_rows, tiny_base, write_items, write_rollouts
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_advantages_are_scores_less_the_group_mean_scaled_by_its_std_on_request():
@@ -184,27 +178,8 @@ def test_grpo_settings_take_effect_or_are_refused_and_stay_out_of_old_dumps():
 
 
 def test_a_hugging_face_policy_trains_with_grpo_through_the_same_module(tmp_path):
-    transformers = pytest.importorskip("transformers")
-    from tests.train.test_train import _byte_bpe
-
-    tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=_byte_bpe(), bos_token="<s>", eos_token="</s>", pad_token="<pad>"
-    )
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-    )
-    torch.manual_seed(0)
-    base = tmp_path / "hf-base"
-    transformers.LlamaForCausalLM(config).save_pretrained(base)
-    tokenizer.save_pretrained(base)
+    pytest.importorskip("transformers")
+    base = hf_llama_base(tmp_path / "hf-base")
     examples = _sampled_examples(base, n_items=2, group=4)
     config = TrainConfig(objective="grpo", steps=5, batch_size=4, lr=1e-3, max_len=256, grpo_kl_beta=0.1)
     result = fit(examples, {"backend": "hf", "path": str(base)}, config, tmp_path / "ckpt")

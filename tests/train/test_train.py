@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
 from aitp.errors import AitpError
 from aitp.policies.base import SamplingParams
@@ -13,16 +12,9 @@ from aitp.policies.loading import load_policy
 from aitp.train.checkpoint import EXAMPLES_FILE, RECORD_FILE, verify_checkpoint
 from aitp.train.config import TrainConfig
 from aitp.train.run import fit, train
-from tests.train.helpers import SYSTEM, rollout_rows, tiny_base, write_items, write_rollouts
+from tests.train.helpers import SYSTEM, hf_llama_base, rollout_rows, tiny_base, write_items, write_rollouts
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Two threads on a shared 2-core machine run ~4x slower than one when other jobs compete."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _examples(n=32):
@@ -88,28 +80,9 @@ def test_a_missing_base_checkpoint_is_a_one_line_error(tmp_path):
 
 
 def test_hf_policy_trains_with_lora_and_saves_merged_weights(tmp_path):
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     pytest.importorskip("peft")
-    tokenizer_dir = tmp_path / "tok"
-    tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=_byte_bpe(), bos_token="<s>", eos_token="</s>", pad_token="<pad>"
-    )
-    tokenizer.save_pretrained(tokenizer_dir)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-    )
-    torch.manual_seed(0)
-    base = tmp_path / "hf-base"
-    transformers.LlamaForCausalLM(config).save_pretrained(base)
-    tokenizer.save_pretrained(base)
+    base = hf_llama_base(tmp_path / "hf-base")
     cfg = TrainConfig(steps=12, batch_size=8, lr=1e-2, max_len=96, lora={"r": 4, "alpha": 8})
     result = fit(_examples(16), {"backend": "hf", "path": str(base)}, cfg, tmp_path / "ckpt")
     assert result.last_loss < result.first_loss
@@ -118,20 +91,6 @@ def test_hf_policy_trains_with_lora_and_saves_merged_weights(tmp_path):
     assert not any("lora" in name for name, _ in policy.model.named_parameters())
     [[completion]] = policy.sample([_examples(1)[0]["prompt"]], SamplingParams(temperature=0.0, max_tokens=5), [0])
     assert completion.completion_tokens > 0
-
-
-def _byte_bpe():
-    """A byte-level BPE tokenizer with no merges: offline, tiny, and loadable by AutoTokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from tokenizers.pre_tokenizers import ByteLevel
-
-    alphabet = ByteLevel.alphabet()
-    vocab = {tok: i for i, tok in enumerate(["<pad>", "<s>", "</s>", *sorted(alphabet)])}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens(["<pad>", "<s>", "</s>"])
-    return tok
 
 
 def test_resume_needs_deepspeed_and_a_zero_state(tmp_path):

@@ -11,8 +11,6 @@ import pytest
 from aitp.lake import check_lake, connect, write_partition
 from tests.lake.helpers import REPO, rollout_rows
 
-pytestmark = pytest.mark.slow  # real processes: killed writers
-
 WRITER = """
 import sys, time
 from aitp.lake import writer

@@ -79,7 +79,6 @@ def s3_home(monkeypatch: pytest.MonkeyPatch):
         yield "s3://traces/aitp", s3
 
 
-@pytest.mark.slow  # ~70 s on the loaded 2-core machine: every commit is several HTTP round trips
 def test_commit_query_check_and_repair_on_an_object_store(s3_home):
     home, s3 = s3_home
     for k in (0, 1):
@@ -186,7 +185,6 @@ def _one_line_error(*args: str) -> str:
     return lines[0]
 
 
-@pytest.mark.slow  # starts a moto server process (~2 s)
 @pytest.mark.parametrize("command", [("lake", "check"), ("sql", "SELECT 1"), ("lake", "ls")])
 def test_a_missing_bucket_is_an_error_not_lake_ok(guarded_store, monkeypatch, tmp_path, command):
     _no_aws_config(monkeypatch, tmp_path)
@@ -197,7 +195,6 @@ def test_a_missing_bucket_is_an_error_not_lake_ok(guarded_store, monkeypatch, tm
     assert "bucket 'no-such-bucket'" in line and "does not exist" in line and guarded_store["AWS_ENDPOINT_URL"] in line
 
 
-@pytest.mark.slow  # starts a moto server process (~2 s)
 def test_credentials_the_store_refuses_are_one_line(guarded_store, monkeypatch, tmp_path):
     _no_aws_config(monkeypatch, tmp_path)
     for key, value in guarded_store.items():

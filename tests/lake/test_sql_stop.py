@@ -8,8 +8,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.rollouts.helpers import PYTHON, subprocess_env
 
 CROSS_JOIN_COUNT = "SELECT count(*) FROM range(1000000) a, range(1000000) b"  # 10^12 rows: hours of work
@@ -41,7 +39,6 @@ def _rss_kb(pid: int) -> int:
     raise AssertionError(f"no VmRSS for {pid}")
 
 
-@pytest.mark.slow
 def test_ctrl_c_stops_a_running_query_within_seconds(tmp_path):
     proc = _sql(tmp_path, CROSS_JOIN_COUNT)
     try:
@@ -58,7 +55,6 @@ def test_ctrl_c_stops_a_running_query_within_seconds(tmp_path):
     assert "query interrupted (Ctrl-C)" in err
 
 
-@pytest.mark.slow
 def test_timeout_stops_a_running_query(tmp_path):
     started = time.monotonic()
     done = subprocess.run(
@@ -75,7 +71,6 @@ def test_timeout_stops_a_running_query(tmp_path):
     assert took < 8.0, f"ended {took:.1f} s after start (start-up ~2 s, then 1 s of query)"
 
 
-@pytest.mark.slow
 def test_a_table_streams_in_bounded_memory_and_stops_mid_output(tmp_path):
     """Rows arrive while the 10^12-row query runs (nothing printed until the end, before); RSS stays flat."""
     proc = _sql(tmp_path, CROSS_JOIN_ROWS, "--timeout", "0", stdout=subprocess.PIPE)

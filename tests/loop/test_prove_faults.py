@@ -18,8 +18,6 @@ from aitp.train.checkpoint import CheckpointError, checkpoint_dir, verify_checkp
 from tests.loop.helpers import env, run_aitp, run_and_kill
 from tests.loop.test_proving import PROVE
 
-pytestmark = pytest.mark.slow  # real processes: a Prefect server, Coq, a killed `aitp run`
-
 EXPERIMENT = PROVE["experiment"]
 TABLES = ("items", "proof_nodes", "proof_edges", "proofs", "evals", "eval_samples", "iterations")
 
@@ -93,6 +91,7 @@ def _chunks(home: Path) -> list[str]:
     return [s for s in committed_shards(home, "proofs", EXPERIMENT, 1) if s.startswith("chunk-")]
 
 
+@pytest.mark.slow  # a whole run killed and resumed (> 30 s): run on purpose with -m slow
 def test_killed_mid_search_then_again_mid_training_then_resumed(clean_run, prove_config, prefect_server, tmp_path):
     """Two kills of one experiment: the run between the search's chunk commits, the resumed run while it trains.
 

@@ -197,7 +197,6 @@ def test_the_control_is_the_learning_run_with_learning_switched_off():
     assert control.model_copy(update={"experiment": learn.experiment, "proving": learn.proving}) == learn
 
 
-@pytest.mark.slow  # a second two-iteration run on real Coq (~60 s on 2 cores)
 def test_train_after_eval_checkpoints_are_registered_and_gated(tmp_path, monkeypatch, bool_theorems):
     import json
     import sys
@@ -229,7 +228,6 @@ def test_the_generative_policy_setting_takes_effect_or_is_refused():
     assert "tactic_policy" not in LoopConfig.model_validate(PROVE).model_dump()["proving"]  # ranked hashes as before
 
 
-@pytest.mark.slow
 def test_a_generative_loop_trains_its_generator_on_rechecked_train_proofs(tmp_path, bool_theorems):
     """Iteration 0 registers the untrained generator; iteration 1 searches train theorems (generator beside the
     ranked exploration), fine-tunes the generator on the re-checked train proofs, evaluates it alone, gates it."""

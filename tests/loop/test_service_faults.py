@@ -23,8 +23,6 @@ from aitp.service_watch import WatchedService, watch_services
 from aitp.services import Service
 from tests.loop.helpers import AITP, REPO, champion_weights, env, lake_counts, run_aitp
 
-pytestmark = pytest.mark.slow  # real processes: a Prefect server, killed workers or writers
-
 
 def _mid_rollouts(home: Path) -> bool:
     return (home / "lake").exists() and len(committed_shards(home, "rollouts", "mini", 1)) >= 1
@@ -77,6 +75,7 @@ def test_a_dead_process_is_reported_within_seconds(tmp_path):
     assert "MLflow server" in message and "aitp run --resume mini --home H" in message
 
 
+@pytest.mark.slow  # a whole run killed and resumed (> 30 s): run on purpose with -m slow
 def test_prefect_server_killed_mid_run(baseline, prefect_server, tmp_path):
     """SIGKILL of the Prefect server the run started itself, during iteration 1's rollouts."""
     home0, config, _ = baseline
@@ -145,6 +144,7 @@ def _can_mount_tmpfs(where: Path) -> bool:
     return probe.returncode == 0
 
 
+@pytest.mark.slow  # a whole run killed and resumed (> 30 s): run on purpose with -m slow
 def test_disk_fills_mid_run(baseline, prefect_server, tmp_path):
     """A real tmpfs home, filled to its last byte (fallocate) during iteration 1's rollouts, in a user namespace."""
     if shutil.which("unshare") is None or not _can_mount_tmpfs(tmp_path / "disk"):

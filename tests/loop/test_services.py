@@ -9,10 +9,6 @@ import sys
 import time
 import urllib.request
 
-import pytest
-
-pytestmark = pytest.mark.slow  # real processes: a Prefect server, killed workers or writers
-
 SCRIPT = """
 import sys, time
 from pathlib import Path

@@ -19,8 +19,6 @@ import pytest
 
 from tests.rollouts.helpers import make_tiny_checkpoint, start_server, stop
 
-pytestmark = pytest.mark.slow  # a real server process
-
 REQUEST_TIMEOUT_S = 2.0
 BODY_CAP = 1 << 20  # the server's default
 PEAK_RSS_LIMIT_KB = 500 * 1024

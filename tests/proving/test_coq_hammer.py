@@ -104,7 +104,6 @@ def test_a_session_without_automation_refuses_sauto():
     assert result.outcome == "error" and "CoqEnv(automation=True)" in result.error
 
 
-@pytest.mark.slow
 def test_circular_hammer_proof_is_refused(hammer_env):
     """hammer (E) finds a proof of Nat.add_comm through library lemmas proved from it: the check refuses
     both `hammer` and the reconstruction it printed."""

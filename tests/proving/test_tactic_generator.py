@@ -94,7 +94,6 @@ def test_a_tiny_training_run_round_trips_into_a_search_policy(coq_trace_lake, tm
             assert parse_coq_tactic(t.tactic) == t.tactic
 
 
-@pytest.mark.slow
 def test_trained_generator_proposes_the_proofs_tactics(coq_trace_lake, tmp_path):
     """Enough SFT steps make the tiny model propose, on train goals, the tactics that proved them."""
     home, library, *_ = coq_trace_lake

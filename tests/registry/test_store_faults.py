@@ -20,7 +20,6 @@ from tests.loop.helpers import store_tables
 IN_PLACE = "import sys; from mlflow import MlflowClient; MlflowClient(sys.argv[1]).search_experiments()"
 
 
-@pytest.mark.slow
 def test_a_store_half_made_by_a_killed_set_up_is_moved_aside_and_rebuilt(tmp_path):
     db = tmp_path / "mlflow.db"
     setup = subprocess.Popen([sys.executable, "-c", IN_PLACE, f"sqlite:///{db}"], start_new_session=True)
@@ -66,7 +65,6 @@ subprocess.run(["mount", "-o", "remount,size=8m", str(home)], check=True)  # spa
 """
 
 
-@pytest.mark.slow
 def test_a_full_disk_during_set_up_is_one_line_and_leaves_nothing_half_made(tmp_path):
     """A real tmpfs too small for the store, mounted in a private mount namespace (needs `unshare -rm`)."""
     if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"]).returncode != 0:

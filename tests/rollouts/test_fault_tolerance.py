@@ -16,8 +16,6 @@ from aitp.policies.base import SamplingParams
 from aitp.rollouts import run_rollouts
 from tests.rollouts.helpers import PYTHON, make_tiny_checkpoint, stop, subprocess_env
 
-pytestmark = pytest.mark.slow  # real processes: a Prefect server, killed workers or writers
-
 VOLATILE = ("latency_s", "worker")  # where and how fast a row was made; everything else must match
 
 

@@ -188,7 +188,6 @@ exec "$@"
 """
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("apt-get") is None, reason="no apt-get here to download Debian's Coq")
 @needs_dpkg
 def test_debian_coq_unpacked_into_a_prefix_proves_with_the_system_coq_hidden(tmp_path, monkeypatch):

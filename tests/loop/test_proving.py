@@ -272,7 +272,7 @@ def test_workers_of_a_local_cluster_may_fork_the_loops_prover():
 
 def test_searches_with_a_model_to_run_on_cuda_are_placed_on_a_gpu_worker(tmp_path):
     """A generative policy's searches ask Dask for a worker declaring a GPU: the flow's CPU workers see no CUDA
-    device, and a model placed there decodes on the CPU (on one H200 a 200-theorem slice sat at 0 % GPU for 8 min).
+    device, and a model placed there decodes on the CPU.
     The cluster is real; its GPU worker only declares the resource (this machine has no GPU)."""
     from distributed import Client
 

@@ -60,7 +60,8 @@ def _chain(exc: BaseException | None) -> Iterator[BaseException]:
         todo += [e.__cause__, e.__context__, *getattr(e, "exceptions", ())]
 
 
-def _names_full_disk(e: BaseException) -> bool:
+def names_full_disk(e: BaseException) -> bool:
+    """Whether this one exception says its write found the disk full (ENOSPC, or a library's words for it)."""
     if isinstance(e, OSError) and e.errno == errno.ENOSPC:
         return True
     text = str(e).lower()
@@ -72,7 +73,7 @@ def disk_full_error(exc: BaseException | None, home: Path, resume: str) -> DiskF
 
     `resume` is the command that continues the run once there is room.
     """
-    cause = next((e for e in _chain(exc) if _names_full_disk(e)), None)
+    cause = next((e for e in _chain(exc) if names_full_disk(e)), None)
     where = Path(getattr(cause, "filename", None) or home)
     free = free_bytes(where)
     if cause is None and free >= LOW_FREE_BYTES:

@@ -13,7 +13,6 @@ MLflow's schema helpers are private; they are used here alone, so an MLflow upgr
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import sqlite3
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 
 from aitp.atomic import _fsync_dir, staging_dir
+from aitp.disk import free_bytes, human_bytes, names_full_disk
 from aitp.errors import AitpError
 from aitp.processes import pid_alive
 
@@ -138,10 +138,9 @@ def _discard(staging: Path) -> None:
 def _why(exc: BaseException, path: Path) -> str:
     """One line for a failed build: full disk and permissions named, anything else by its first line."""
     text = " ".join(str(exc).split())
-    if getattr(exc, "errno", None) == errno.ENOSPC or "database or disk is full" in text or "No space left" in text:
+    if names_full_disk(exc):
         try:
-            free = os.statvfs(path.parent)
-            left = f"{free.f_bavail * free.f_frsize / 2**20:.1f} MiB free"
+            left = f"{human_bytes(free_bytes(path.parent))} free"
         except OSError:
             left = "free space unknown"
         return f"no space left on {path.parent} for the MLflow store ({left}, it needs ~1 MiB): free space, run again"

@@ -125,6 +125,12 @@ SCHEMAS: dict[str, pa.Schema] = {
             pa.float64(),
             "grpo: mean |sampler's recorded - trainer's recomputed| log-prob of the trained tokens; null: not measured",
         ),
+        col("rollouts_model", pa.string(), "model version that sampled the iteration's rollouts; null: no rollouts"),
+        col(
+            "policy_lag",
+            pa.int32(),
+            "champions crowned between rollouts_model and model_in (0: on-policy; rollouts.overlap: 0 or 1)",
+        ),
     ),
     "proof_nodes": _table(
         col("theorem_id", pa.string(), "theorem searched", key=True),

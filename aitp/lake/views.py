@@ -34,6 +34,12 @@ CURATED_VIEWS: dict[str, str] = {
                    AS ci95_high,
                mean_final_score
         FROM p ORDER BY ALL""",
+    # Which model sampled each rollout, which model trained on it and which model that training made
+    # (rollouts.overlap samples with the previous iteration's starting model: policy_lag 0 or 1).
+    "rollout_lineage": """
+        SELECT r.experiment, r.iteration, r.group_id, r.sample_index, r.model_version AS sampled_by,
+               i.model_in AS trained_from, i.model_out AS trained_into, i.policy_lag
+        FROM rollouts r LEFT JOIN iterations i ON i.experiment = r.experiment AND i.iteration = r.iteration""",
     "format_violations": """
         SELECT experiment, iteration, task, count(*) AS n_rollouts,
                count(format_error) AS n_format_errors,

@@ -104,6 +104,24 @@ class RolloutConfig(BaseModel):
     """Local Dask worker processes (None: one per core); ignored with a scheduler address."""
     dask_address: str | None = None
     """An existing Dask scheduler (tcp://host:8786); None starts a local cluster for the run."""
+    overlap: bool = False
+    """Sample iteration k+1's groups while iteration k trains, with the model iteration k started from (its
+    champion), so sampling and training run at once. Off: each iteration samples with its own starting model."""
+    max_policy_lag: Literal[1] = 1
+    """With overlap: at most this many champions crowned between the model that sampled a rollout and the model
+    trained on it (the lake's `rollout_lineage` view shows each rollout's). Acting one iteration ahead is what is
+    built, so the lag is 0 or 1; a deeper pipeline (and so a larger bound) is not."""
+    gpu_memory_share: float | None = Field(None, gt=0.0, le=1.0)
+    """The share of each GPU's memory a rollout worker's decoder may hold (None: nearly all that is free). With
+    overlap on a card the training shares, leave the training room, e.g. 0.4."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)  # left out at their defaults, so experiments recorded before the keys keep their hash
+        for key, default in (("overlap", False), ("max_policy_lag", 1), ("gpu_memory_share", None)):
+            if data.get(key) == default:
+                data.pop(key, None)
+        return data
 
     @model_validator(mode="after")
     def _workers_need_a_local_cluster(self) -> RolloutConfig:
@@ -300,6 +318,9 @@ REASONING_ONLY_ROLLOUTS = (
     "top_p",
     "max_tokens",
     "threshold",
+    "overlap",
+    "max_policy_lag",
+    "gpu_memory_share",
 )
 """`rollouts` keys of sampling; chunk_items, shard_size, workers and dask_address fan out any environment."""
 
@@ -360,6 +381,8 @@ class LoopConfig(BaseModel):
         names = [t.name for t in self.tasks]
         if len(set(names)) != len(names):
             raise ValueError("tasks must be distinct: merge the duplicate entries")
+        if self.rollouts.overlap and self.self_train.demonstrations_only:
+            raise ValueError("rollouts.overlap overlaps sampling with training, but a control never samples: remove it")
         if not any(self.demonstrations(t.name) for t in self.tasks) and self.warm_start.demonstrations_only:
             raise ValueError("no task has demonstrations but warm_start trains on demonstrations only")
         return self

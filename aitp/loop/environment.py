@@ -76,6 +76,12 @@ class Environment(Protocol):
     def acts(self, iteration: int) -> bool:
         """Whether the iteration acts (samples or searches) before training; False: it trains on what is there."""
 
+    def acts_ahead(self, iteration: int) -> bool:
+        """Whether the iteration acts with the model the iteration before it started from, while that one trains.
+
+        The rule depends on the config alone, so a resumed run acts with the same model as an uninterrupted one.
+        """
+
     def commits_items(self, iteration: int) -> bool:
         """Whether the iteration commits items of its own."""
 

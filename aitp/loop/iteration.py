@@ -9,11 +9,14 @@ display and Prefect's artifacts both listen there.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
+from aitp.errors import AitpError
 from aitp.fingerprint import model_id
 from aitp.lake.heal import REPAIRED
 from aitp.loop import stages
@@ -88,6 +91,70 @@ def run_iteration(
         started_at=row.get("started_at") or now(),
     )
 
+    timed = _timer(iteration, on_event)
+    if env.commits_items(iteration):
+        timed("items", steps.items, run, iteration)
+    kept_rate, acted = None, {}
+    if env.acts(iteration):
+        sampler = stages.acting_policy(run, iteration)
+        lag = _checked_lag(run, iteration)
+        _act(run, iteration, sampler, client, steps, on_event, timed)
+        summary = stages.act_summary(run, iteration)
+        kept_rate = summary.kept_rate
+        acted = {f"loop/act/{k}": float(v) for k, v in summary.details.items() if _is_number(v)}
+        acted["loop/act/policy_lag"] = float(lag)
+        on_event("rollouts", {"iteration": iteration, **summary.details, "text": summary.text})
+        lineage = {"rollouts_model": model_id(sampler), "policy_lag": lag}
+        stages.record(run, iteration, stage="rollouts", kept_group_rate=kept_rate, **lineage)
+        if not summary.kept:
+            return _skip_training(run, iteration, summary.nothing_kept, kept_rate, steps, on_event, decided)
+    released = env.release(iteration, client)  # a worker sharing the training's card gives its decoder memory back
+    if released:
+        on_event("released", {"iteration": iteration, "text": released})
+    ahead = _act_ahead(run, iteration, client, steps, on_event)
+    try:
+        try:
+            checkpoint = timed("train", steps.train, run, iteration, base)
+        except NoTrainingDataError as exc:  # nothing kept: the champion stays, the loop goes on
+            _join(ahead)
+            return _skip_training(run, iteration, str(exc), kept_rate, steps, on_event, decided)
+        stages.record(run, iteration, stage="train", **stages.train_figures(checkpoint))
+        version = timed("register", steps.register, run, iteration, checkpoint, flow_run_id)
+        result = timed("eval", steps.evaluate, run, iteration, version)
+        stages.record(run, iteration, stage="eval", eval_pass_rate=result.score("pass_rate"))
+        if decided:
+            held = stages.version_of_model(run, row["model_in"])  # the champion it was judged against
+            if held is not None and held.version != version:
+                timed("eval", steps.evaluate, run, iteration, held.version)
+            _join(ahead)
+            return _finish(run, iteration, steps, on_event, {"decision": None, "eval": result.metrics()})
+        decision = timed("promote", steps.promote, run, iteration, version)
+        if iteration < run.config.iterations and not env.acts_ahead(iteration + 1):
+            env.prepare(iteration + 1, base, client)  # the workers ready the next acting while this iteration closes
+        _join(ahead)  # the iteration is done when the next one's rollouts, acted beside it, are committed
+        champion = stages.champion_summary(run, iteration)
+        run.registry.log_metrics(
+            mlflow_run_id,
+            {
+                "loop/eval_pass_rate": result.score("pass_rate"),
+                "loop/champion_pass_rate": champion["champion_pass_rate"] or 0.0,
+                "loop/promoted": float(decision["promoted"]),
+                "loop/seconds": time.perf_counter() - started,
+                **({"loop/kept_group_rate": kept_rate} if kept_rate is not None else {}),
+                **acted,  # the environment's own figures of what acting produced (ActSummary.details)
+            },
+            step=iteration,
+        )
+        done = {"decision": decision, "eval": result.metrics()}
+        return _finish(run, iteration, steps, on_event, done, kept_group_rate=kept_rate, **champion)
+    finally:
+        if ahead is not None:  # a failed stage still lets the acting ahead end before the error goes up
+            wait([ahead])
+
+
+def _timer(iteration: int, on_event: Event) -> Callable[..., Any]:
+    """Run a stage, telling the listeners when it starts and how long it took."""
+
     def timed(name: str, fn: Stage, *args: Any) -> Any:
         t0 = time.perf_counter()
         on_event("stage", {"iteration": iteration, "stage": name, "state": "start"})
@@ -95,52 +162,53 @@ def run_iteration(
         on_event("stage", {"iteration": iteration, "stage": name, "state": "done", "seconds": time.perf_counter() - t0})
         return out
 
-    if env.commits_items(iteration):
-        timed("items", steps.items, run, iteration)
-    kept_rate, acted = None, {}
-    if env.acts(iteration):
-        _act(run, iteration, base, client, steps, on_event, timed)
-        summary = stages.act_summary(run, iteration)
-        kept_rate = summary.kept_rate
-        acted = {f"loop/act/{k}": float(v) for k, v in summary.details.items() if _is_number(v)}
-        on_event("rollouts", {"iteration": iteration, **summary.details, "text": summary.text})
-        stages.record(run, iteration, stage="rollouts", kept_group_rate=kept_rate)
-        if not summary.kept:
-            return _skip_training(run, iteration, summary.nothing_kept, kept_rate, steps, on_event, decided)
-    released = env.release(iteration, client)  # a worker sharing the training's card gives its decoder memory back
-    if released:
-        on_event("released", {"iteration": iteration, "text": released})
+    return timed
+
+
+class PolicyLagError(AitpError):
+    """Rollouts sampled by a model further behind the trained one than `rollouts.max_policy_lag` allows."""
+
+
+def _checked_lag(run: LoopRun, iteration: int) -> int:
+    lag, bound = stages.policy_lag(run, iteration), run.config.rollouts.max_policy_lag
+    if lag > bound:
+        raise PolicyLagError(
+            f"iteration {iteration}'s rollouts come from a model {lag} champions behind its own, over "
+            f"rollouts.max_policy_lag {bound}: set rollouts.overlap: false"
+        )
+    return lag
+
+
+def _act_ahead(run: LoopRun, iteration: int, client: Any, steps: Stages, on_event: Event) -> Future | None:
+    """Start the next iteration's acting (`rollouts.overlap`) beside this one's training; None when it has none.
+
+    It runs in a thread of this process: acting only sends work to the Dask workers and commits what
+    comes back, so the thread mostly waits while the training works. The Prefect context is copied
+    into it, so its stages are task runs of this iteration's flow run.
+    """
+    following = iteration + 1
+    env = run.environment
+    if following > run.config.iterations or not env.acts_ahead(following):
+        return None
+    sampler = stages.acting_policy(run, following)
+    timed = _timer(following, on_event)
+
+    def act() -> None:
+        if env.commits_items(following):
+            timed("items", steps.items, run, following)
+        _act(run, following, sampler, client, steps, on_event, timed)
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"act-ahead-{following}")
     try:
-        checkpoint = timed("train", steps.train, run, iteration, base)
-    except NoTrainingDataError as exc:  # nothing kept: the champion stays, the loop goes on
-        return _skip_training(run, iteration, str(exc), kept_rate, steps, on_event, decided)
-    stages.record(run, iteration, stage="train", **stages.train_figures(checkpoint))
-    version = timed("register", steps.register, run, iteration, checkpoint, flow_run_id)
-    result = timed("eval", steps.evaluate, run, iteration, version)
-    stages.record(run, iteration, stage="eval", eval_pass_rate=result.score("pass_rate"))
-    if decided:
-        held = stages.version_of_model(run, row["model_in"])  # the champion it was judged against
-        if held is not None and held.version != version:
-            timed("eval", steps.evaluate, run, iteration, held.version)
-        return _finish(run, iteration, steps, on_event, {"decision": None, "eval": result.metrics()})
-    decision = timed("promote", steps.promote, run, iteration, version)
-    if iteration < run.config.iterations:  # the workers ready the next iteration's acting while this one closes
-        env.prepare(iteration + 1, base, client)
-    champion = stages.champion_summary(run, iteration)
-    run.registry.log_metrics(
-        mlflow_run_id,
-        {
-            "loop/eval_pass_rate": result.score("pass_rate"),
-            "loop/champion_pass_rate": champion["champion_pass_rate"] or 0.0,
-            "loop/promoted": float(decision["promoted"]),
-            "loop/seconds": time.perf_counter() - started,
-            **({"loop/kept_group_rate": kept_rate} if kept_rate is not None else {}),
-            **acted,  # the environment's own figures of what acting produced (ActSummary.details)
-        },
-        step=iteration,
-    )
-    done = {"decision": decision, "eval": result.metrics()}
-    return _finish(run, iteration, steps, on_event, done, kept_group_rate=kept_rate, **champion)
+        return pool.submit(contextvars.copy_context().run, act)
+    finally:
+        pool.shutdown(wait=False)  # the thread ends with its work; the future stays answerable
+
+
+def _join(ahead: Future | None) -> None:
+    """Wait for the acting ahead, raising its error (the iteration is then not done, and resumes)."""
+    if ahead is not None:
+        ahead.result()
 
 
 def _is_number(value: Any) -> bool:

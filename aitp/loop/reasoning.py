@@ -53,6 +53,11 @@ class ReasoningEnvironment:
     def acts(self, iteration: int) -> bool:
         return self.config.rolls_out(iteration)
 
+    def acts_ahead(self, iteration: int) -> bool:
+        """rollouts.overlap: an iteration samples during the training of the one before it, if that one sampled too
+        (the warm start does not: the first self-training iteration samples with the warm start's model)."""
+        return self.config.rollouts.overlap and iteration > 0 and self.acts(iteration) and self.acts(iteration - 1)
+
     def commits_items(self, iteration: int) -> bool:
         return iteration == 0 or self.acts(iteration)  # a control iteration reuses iteration 0's items
 
@@ -109,6 +114,7 @@ class ReasoningEnvironment:
             workers=cfg.workers,
             on_progress=on_progress,
             system_prompt=self.config.system_prompt,
+            gpu_memory_share=cfg.gpu_memory_share,
         )
         return {"rollouts": filter_rows(lake_rollout_rows(rows), cfg.threshold)}
 
@@ -135,7 +141,14 @@ class ReasoningEnvironment:
         cfg = self.config.rollouts
         chunk = self.items(iteration)[: self.chunk_items]
         prepare_gpu_workers(
-            client, chunk, policy, cfg.sampling(), self.config.device, self.config.system_prompt, cfg.shard_size
+            client,
+            chunk,
+            policy,
+            cfg.sampling(),
+            self.config.device,
+            self.config.system_prompt,
+            cfg.shard_size,
+            cfg.gpu_memory_share,
         )
 
     def release(self, iteration: int, client: Any) -> str | None:
@@ -147,12 +160,15 @@ class ReasoningEnvironment:
         the same loop's card peaked at 64.2 of 79.2 GiB. Released, the engine is built again by the next
         `prepare`, after this model is judged. Iteration 0 does not act: its worker only warms up, which
         is meant to overlap the first training. Returns the line the loop logs (`describe_release`).
+        This process's evaluation engine goes too: with `rollouts.overlap` no `prepare` released it.
         """
+        from aitp.policies.fast.resident import release_engines
         from aitp.rollouts.cluster import gpu_workers
         from aitp.rollouts.run import describe_release, release_gpu_workers
 
         if client is None or not self.acts(iteration) or not gpu_workers(client):
             return None
+        release_engines()
         return describe_release(release_gpu_workers(client))
 
     def summarize(self, home: Path, experiment: str, iteration: int) -> ActSummary:

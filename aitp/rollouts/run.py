@@ -106,6 +106,7 @@ def prepare_gpu_workers(
     device: str | None,
     system_prompt: str | None = None,
     shard_size: int | None = None,
+    gpu_memory_share: float | None = None,
 ) -> list[Any]:
     """Have every GPU worker build, in the background, the decoder engine a rollout over `items` will need.
 
@@ -120,7 +121,7 @@ def prepare_gpu_workers(
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt
     prompts = [build_messages(item, system) for item in items]
     rows = min(size, len(items)) * params.n
-    return _to_gpu_workers(client, gpus, policy, device, prepare_decoder, params, prompts, rows)
+    return _to_gpu_workers(client, gpus, policy, device, prepare_decoder, params, prompts, rows, gpu_memory_share)
 
 
 def release_gpu_workers(client: Any, timeout_s: float = RELEASE_TIMEOUT_S) -> list[dict[str, float]]:
@@ -198,6 +199,7 @@ def run_rollouts(
     workers: int | None = None,
     on_progress: Progress | None = None,
     system_prompt: str | None = None,
+    gpu_memory_share: float | None = None,
 ) -> list[dict[str, Any]]:
     """Sample and score a group of `params.n` completions per item on Dask; one row per sample, in item order.
 
@@ -205,6 +207,7 @@ def run_rollouts(
     processes started (and closed) for this call. `max_token_length` (default `params.max_tokens`)
     sets the length penalty. `on_progress(items_done, items_total)` is called as shards finish.
     `system_prompt` replaces the environment's (short prompts matter for small byte-level models).
+    `gpu_memory_share` caps the share of its card a GPU worker's decoder may hold.
     """
     if not items:
         return []
@@ -224,6 +227,7 @@ def run_rollouts(
             max_token_length=max_token_length or params.max_tokens,
             device=load_on,
             system_prompt=system_prompt,
+            gpu_memory_share=gpu_memory_share,
         )
         gpus = gpu_workers(dask) if resources else 0
         size = shard_size or default_shard_size(len(items), gpu_workers=gpus)

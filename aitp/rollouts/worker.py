@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ class RolloutContext:
     device: str | None = None
     system_prompt: str | None = None
     """None: the environment's system prompt."""
+    gpu_memory_share: float | None = None
+    """The share of its card a GPU worker's decoder may hold (None: nearly all that is free)."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,18 @@ WARM_PROMPT = [{"role": "user", "content": "What is 2 + 2?"}]
 WARM_PROMPTS = 4
 
 
+def limit_memory_share(share: float | None) -> None:
+    """Cap this worker's decoder engines at a share of their card (None lifts a cap an earlier run set).
+
+    The fast decoder (and so torch) is imported only to set a cap or lift one it already holds: a CPU
+    worker stays free of CUDA.
+    """
+    if share is not None or "aitp.policies.fast.engine" in sys.modules:
+        from aitp.policies.fast.engine import limit_memory_share as limit
+
+        limit(share)
+
+
 def warm_decoder(spec: PolicySpec, device: str | None, params: SamplingParams, system_prompt: str | None) -> float:
     """Load the policy and sample a few rows once, so that the first shard finds its decoder compiled; seconds taken.
 
@@ -183,7 +198,12 @@ def warm_decoder(spec: PolicySpec, device: str | None, params: SamplingParams, s
 
 
 def prepare_decoder(
-    spec: PolicySpec, device: str | None, params: SamplingParams, prompts: list[Messages], rows: int
+    spec: PolicySpec,
+    device: str | None,
+    params: SamplingParams,
+    prompts: list[Messages],
+    rows: int,
+    gpu_memory_share: float | None = None,
 ) -> dict[str, float | int] | None:
     """Load the policy and ready its decoder for a shard of `rows` rows over these chats; what it built.
 
@@ -193,6 +213,7 @@ def prepare_decoder(
     the engine's shape matters, and it is shared by every checkpoint of the architecture, so any of
     them will do.
     """
+    limit_memory_share(gpu_memory_share)
     policy = load_cached_policy(spec, device)
     return policy.prepare(prompts, params, rows) if isinstance(policy, Preparable) else None
 
@@ -232,6 +253,7 @@ def release_decoders() -> dict[str, float]:
 
 def rollout_shard(item_dicts: list[dict[str, Any]], spec: PolicySpec, ctx: RolloutContext) -> list[dict[str, Any]]:
     """Sample a group for each item of a shard, score it, and return one row per sample."""
+    limit_memory_share(ctx.gpu_memory_share)
     policy = load_cached_policy(spec, ctx.device)
     items = [Item.from_dict(d) for d in item_dicts]
     system = SYSTEM_PROMPT if ctx.system_prompt is None else ctx.system_prompt

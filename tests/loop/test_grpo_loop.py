@@ -10,6 +10,7 @@ import pytest
 from aitp.configs import load_config
 from aitp.lake import read_iteration
 from aitp.loop import LoopConfig, open_experiment, run_iteration
+from aitp.loop.stats import champion_gain
 from aitp.train.checkpoint import RECORD_FILE, checkpoint_dir
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -45,3 +46,15 @@ def test_two_iterations_of_the_grpo_quickstart_train_with_grpo_and_record_the_lo
     assert read_iteration(tmp_path, "quickstart-grpo", 0)["logprob_gap"] is None  # the sft warm start measures none
     metrics = run.registry.client.get_run(row["mlflow_run_id"]).data.metrics
     assert metrics["train/logprob_gap"] == pytest.approx(gap)
+
+
+@pytest.mark.slow
+def test_the_grpo_quickstart_gains_over_its_warm_start_with_an_interval_above_zero(tmp_path, monkeypatch):
+    """configs/quickstart-grpo.yaml as written, iterations 0-2, on a local cluster of its configured workers."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    config = load_config(LoopConfig, CONFIGS / "quickstart-grpo.yaml").model_copy(update={"iterations": 2})
+    run = open_experiment(tmp_path, config)
+    for k in range(3):
+        assert run_iteration(run, k)["status"] == "done"
+    gain = champion_gain(tmp_path, "quickstart-grpo")
+    assert gain.low > 0, gain  # the last champion beats the warm start on the same held-out items

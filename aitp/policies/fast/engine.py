@@ -28,6 +28,16 @@ FINE_FROM = 512  # batch sizes from here on get captured steps at 1.25, 1.5 and 
 
 
 _COMPILED: dict = {}
+_MEMORY_SHARE: list[float | None] = [None]  # this process's cap, as a share of each card (None: no cap)
+
+
+def limit_memory_share(share: float | None) -> None:
+    """Let engines built from now on in this process hold at most this share of their card (None: no cap).
+
+    A rollout worker sampling while a training shares its card (the loop's `rollouts.overlap`) must leave
+    that training its room; without a cap an engine takes nearly all the memory free when it is built.
+    """
+    _MEMORY_SHARE[0] = share
 
 
 def compiled(fn):
@@ -83,6 +93,10 @@ def rows_for_memory(
     """How many rows fit in the free GPU memory (all of `free_bytes` if given), after the reserve."""
     if free_bytes is None:
         free_bytes = torch.cuda.mem_get_info(weights.device)[0]
+        share = _MEMORY_SHARE[0]
+        if share is not None:
+            card = torch.cuda.get_device_properties(weights.device).total_memory
+            free_bytes = min(free_bytes, int(card * share) - torch.cuda.memory_reserved(weights.device))
     budget = int(free_bytes * MEMORY_FRACTION) - RESERVE_BYTES
     rows = budget // bytes_per_row(weights, positions, max_tokens, top_p)
     if rows < 1:

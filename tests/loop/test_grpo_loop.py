@@ -58,3 +58,14 @@ def test_the_grpo_quickstart_gains_over_its_warm_start_with_an_interval_above_ze
         assert run_iteration(run, k)["status"] == "done"
     gain = champion_gain(tmp_path, "quickstart-grpo")
     assert gain.low > 0, gain  # the last champion beats the warm start on the same held-out items
+
+
+def test_gpu_grpo_differs_from_gpu_only_in_its_objective_and_lr():
+    ei = load_config(LoopConfig, CONFIGS / "gpu.yaml").model_dump()
+    grpo = load_config(LoopConfig, CONFIGS / "gpu-grpo.yaml").model_dump()
+    assert grpo.pop("experiment") == "gpu-grpo" and ei.pop("experiment") == "gpu"
+    mine, theirs = grpo.pop("self_train"), ei.pop("self_train")
+    assert grpo == ei  # tasks, items, warm start, rollout budget, held-out set, promotion
+    assert (
+        mine["objective"] == "grpo" and mine["steps"] == theirs["steps"] and mine["batch_size"] == theirs["batch_size"]
+    )

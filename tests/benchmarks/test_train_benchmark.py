@@ -1,4 +1,5 @@
-"""The training benchmark's repeats: strategies alternate their order, and each setting's medians are compared."""
+"""The training benchmark: its repeats alternate the strategies' order, each setting's medians are compared, the
+SmolLM2 sizes have their published parameter counts, and the plain-PyTorch reference step learns."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(REPO / "benchmarks"))  # train.py imports its sibling rollouts.py
-    had_rollouts = "rollouts" in sys.modules
+    sys.path.insert(0, str(REPO / "benchmarks"))  # train.py imports its siblings rollouts.py and plain_torch.py
+    siblings = [name for name in ("rollouts", "plain_torch") if name not in sys.modules]
     try:
         spec = importlib.util.spec_from_file_location("train_benchmark", REPO / "benchmarks" / "train.py")
         module = importlib.util.module_from_spec(spec)
@@ -23,8 +25,8 @@ def bench():
         yield module
     finally:
         sys.path.remove(str(REPO / "benchmarks"))
-        if not had_rollouts:
-            sys.modules.pop("rollouts", None)
+        for name in siblings:
+            sys.modules.pop(name, None)
 
 
 def test_repeats_alternate_which_strategy_runs_first(bench):
@@ -51,3 +53,55 @@ def test_medians_compare_each_setting_s_strategies_over_their_repeats(bench):
     assert got[(32, "deepspeed ZeRO-2")]["median"] == 44.0
     assert got[(32, "deepspeed ZeRO-2")]["vs_plain"] == pytest.approx(44.0 / 55.0)
     assert got[(64, "deepspeed ZeRO-2")]["vs_plain"] is None
+
+
+def test_medians_compare_with_plain_torch_and_with_ddp_as_plain(bench):
+    def row(strategy, rate):
+        return {
+            "batch": 8,
+            "compile": "on",
+            "head": "fused",
+            "attention": "default",
+            "strategy": strategy,
+            "tokens_per_s": rate,
+            "repeat": 0,
+        }
+
+    rows = [row("ddp (bf16-mixed)", 90.0), row("torch DDP (bf16 autocast)", 100.0), row("deepspeed ZeRO-3", 80.0)]
+    got = {m["strategy"]: m for m in bench.medians(rows)}
+    assert got["deepspeed ZeRO-3"]["vs_torch"] == pytest.approx(0.8)
+    assert got["deepspeed ZeRO-3"]["vs_plain"] == pytest.approx(80.0 / 90.0)
+    assert got["torch DDP (bf16 autocast)"]["vs_torch"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("arch", "millions"), [("135M", 134.5), ("360M", 361.8), ("1.7B", 1711.4)])
+def test_smollm2_sizes_have_their_parameter_counts(bench, arch, millions):
+    from transformers import LlamaForCausalLM
+
+    with torch.device("meta"):  # shapes only: 1.7B parameters never take memory
+        model = LlamaForCausalLM(bench.llama_config(arch))
+    assert model.lm_head.weight is model.model.embed_tokens.weight  # tied: counted once
+    assert sum(p.numel() for p in model.parameters()) / 1e6 == pytest.approx(millions, abs=0.1)
+
+
+def test_arguments_take_the_new_strategies_and_refuse_unknown_ones(bench):
+    args = bench.parse_args(["--arch", "1.7B", "--strategies", "torch,single,deepspeed3", "--gpus", "2"])
+    assert (args.arch, args.gpus, args.seq) == ("1.7B", 2, 512)
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--strategies", "torch,fsdp"])
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--steps", "5", "--warmup", "5"])
+
+
+def test_plain_torch_step_lowers_the_loss_on_a_repeated_batch(bench):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    shape = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
+    config = LlamaConfig(vocab_size=300, num_hidden_layers=2, max_position_embeddings=64, **shape)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).train()
+    step = bench.plain_torch.training_step(model, "hf", autocast=None, lr=1e-3)  # fp32 on the CPU
+    batch = bench.batches(1, 4, 17, config.vocab_size)[0]
+    seconds, losses = bench.plain_torch.timed_steps(step, [batch] * 12, warmup=2, device=torch.device("cpu"))
+    assert seconds > 0 and len(losses) == 12
+    assert losses[-1].item() < losses[0].item() - 0.5

@@ -113,8 +113,11 @@ class Environment(Protocol):
     def summarize(self, home: Path, experiment: str, iteration: int) -> ActSummary:
         """What the iteration's committed acting produced (read back from the lake)."""
 
-    def train(self, home: Path, experiment: str, iteration: int, base: PolicySpec, out: Path) -> Path:
-        """Select the iteration's training examples from the lake and train `base` on them into `out`.
+    def train(
+        self, home: Path, experiment: str, iteration: int, base: PolicySpec, out: Path, client: Any = None
+    ) -> Path:
+        """Select the iteration's training examples from the lake and train `base` on them into `out` (on the
+        workers of the Dask cluster `client` where the training spans several nodes).
 
         Raises `aitp.train.data.NoTrainingDataError` when the lake holds nothing to train on.
         """

@@ -114,7 +114,7 @@ def run_iteration(
     ahead = _act_ahead(run, iteration, client, steps, on_event)
     try:
         try:
-            checkpoint = timed("train", steps.train, run, iteration, base)
+            checkpoint = timed("train", steps.train, run, iteration, base, client)
         except NoTrainingDataError as exc:  # nothing kept: the champion stays, the loop goes on
             _join(ahead)
             return _skip_training(run, iteration, str(exc), kept_rate, steps, on_event, decided)

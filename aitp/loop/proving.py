@@ -347,7 +347,9 @@ class ProverEnvironment:
         text = f"proved {proved}/{searched} train theorems (re-checked)"
         return ActSummary(units=searched, kept=proved, details=details, nothing_kept=why, text=text)
 
-    def train(self, home: Path, experiment: str, iteration: int, base: PolicySpec, out: Path) -> Path:
+    def train(
+        self, home: Path, experiment: str, iteration: int, base: PolicySpec, out: Path, client: Any = None
+    ) -> Path:
         """The shortest re-checked proof per train theorem so far (SQL), then the rankers refitted on them.
 
         An iteration that does not search (iteration 0 of an untrained start) saves the untrained models.

@@ -193,11 +193,13 @@ class ReasoningEnvironment:
         why = f"no group scored above {self.config.rollouts.threshold:g}: nothing to train on"
         return ActSummary(units=groups or 0, kept=kept or 0, details=details, nothing_kept=why)
 
-    def train(self, home: Path, experiment: str, iteration: int, base: PolicySpec, out: Path) -> Path:
+    def train(
+        self, home: Path, experiment: str, iteration: int, base: PolicySpec, out: Path, client: Any = None
+    ) -> Path:
         """Kept samples (or demonstrations) selected with SQL, then supervised or preference training."""
         from aitp.train.data import select_examples
         from aitp.train.run import train_on
 
         config = self.config.train_config(iteration)
         examples = select_examples(home, experiment, iteration, config)
-        return train_on(examples, base, config, out, {"experiment": experiment, "iteration": iteration})
+        return train_on(examples, base, config, out, {"experiment": experiment, "iteration": iteration}, client)

@@ -138,8 +138,9 @@ def version_of_model(run: LoopRun, model: str) -> Any:
     return None
 
 
-def train_stage(run: LoopRun, iteration: int, base: PolicySpec) -> Path:
-    """Train the iteration's checkpoint from `base` (skipped when a complete checkpoint is there)."""
+def train_stage(run: LoopRun, iteration: int, base: PolicySpec, client: Any = None) -> Path:
+    """Train the iteration's checkpoint from `base` (skipped when a complete checkpoint is there); a training over
+    several nodes runs on the workers of the Dask cluster `client`."""
     from aitp.train.checkpoint import CheckpointError, checkpoint_dir, verify_checkpoint
 
     out = checkpoint_dir(run.home, run.experiment, iteration)
@@ -148,7 +149,7 @@ def train_stage(run: LoopRun, iteration: int, base: PolicySpec) -> Path:
         return out
     except CheckpointError:
         pass
-    return run.environment.train(run.home, run.experiment, iteration, base, out)
+    return run.environment.train(run.home, run.experiment, iteration, base, out, client)
 
 
 def train_figures(checkpoint: Path) -> dict[str, Any]:

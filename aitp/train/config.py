@@ -84,7 +84,11 @@ class TrainConfig(BaseModel):
     offload: Literal["none", "optimizer", "all"] = "none"
     """DeepSpeed offload to CPU: the optimizer state, or also the parameters (stage 3)."""
     devices: int | Literal["auto"] = "auto"
-    """GPUs to use; more than one trains in its own launched process (torchrun)."""
+    """GPUs to use (per node); more than one trains in its own launched process (torchrun)."""
+    nodes: int = Field(1, ge=1)
+    """Machines the training spans: one launcher agent (torchrun, elastic rendezvous) on each of that many workers of
+    the loop's Dask cluster, GPU workers first, each training on the GPUs it declares. More than one needs the home
+    on storage every node sees (the job and the checkpoint are written there)."""
     resume: bool = False
     """Continue the base checkpoint's DeepSpeed run from its ZeRO state (optimizer included), same GPU count."""
     compile: bool | CompileMode = False
@@ -122,6 +126,8 @@ class TrainConfig(BaseModel):
         for key, default in GRPO_DEFAULTS.items():
             if key in data and data[key] == default:
                 data.pop(key)
+        if data.get("nodes") == 1:
+            data.pop("nodes")  # likewise: configs recorded before nodes existed keep their hash
         return data
 
 

@@ -1,7 +1,8 @@
 """`train(...)`: select examples from the lake, fit the policy, write a checkpoint directory.
 
 `train` is the library entry point (it reads the lake). `fit` is the part that needs only torch and
-Lightning: it takes examples, trains and saves, and is what a launched multi-GPU process runs:
+Lightning: it takes examples, trains and saves, and is what each rank of a launched process group runs
+(`aitp.train.launcher`):
 
     python -m torch.distributed.run --standalone --nproc_per_node N -m aitp.train.run --job JOB.json
 """
@@ -12,11 +13,8 @@ import argparse
 import atexit
 import functools
 import gc
-import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,9 +25,7 @@ from typing import Any
 import torch
 
 from aitp.atomic import publish_dir, staging_dir
-from aitp.errors import AitpError
 from aitp.train.checkpoint import (
-    EXAMPLES_FILE,
     ZERO_DIR,
     CheckpointError,
     checkpoint_dir,
@@ -39,6 +35,7 @@ from aitp.train.checkpoint import (
     write_record,
 )
 from aitp.train.config import TrainConfig
+from aitp.train.launcher import check_written, job_file, launch_here, launch_on_nodes, read_job
 from aitp.train.module import (
     ExampleDataset,
     PolicyModule,
@@ -50,10 +47,6 @@ from aitp.train.module import (
     sampled_token_logprobs,
 )
 from aitp.train.strategy import StrategyError, StrategyPlan, build_strategy, detect_hardware, plan_strategy
-
-
-class LaunchError(AitpError):
-    """A launched multi-GPU training process that failed."""
 
 
 @dataclass
@@ -71,6 +64,8 @@ class TrainResult:
     device: str
     world_size: int = 1
     """Training processes (one per GPU) that the data was split over."""
+    nodes: int = 1
+    """Machines (launcher agents) those processes ran on."""
     losses: list[float] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
@@ -125,12 +120,22 @@ def train(
     return train_on(examples, base_checkpoint, config, out, {"experiment": experiment, "iteration": iteration})
 
 
-def train_on(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Path, meta: dict[str, Any]) -> Path:
-    """Train `base` on given examples into `out`: here, or in a launched process group for several GPUs."""
+def train_on(
+    examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Path, meta: dict[str, Any], client: Any = None
+) -> Path:
+    """Train `base` on given examples into `out`: here, in a launched process group for several GPUs, or on
+    `config.nodes` workers of the Dask cluster `client` (`aitp.train.launcher`)."""
     meta = {**meta, "base_version": _base_version(base)}
+    if config.nodes > 1:
+        with job_file(examples, _spec_of(base), config, out, meta) as job:
+            launch_on_nodes(client, job, config.nodes, config.devices)
+        check_written(out, f"{config.nodes} nodes")
+        return out
     plan = plan_for(config)
     if plan.needs_launch:
-        launch(examples, base, config, out, meta, plan.devices)
+        with job_file(examples, _spec_of(base), config, out, meta) as job:
+            launch_here(job, plan.devices)
+        check_written(out, f"{plan.devices} GPUs")
     else:
         fit(examples, base, config, out, meta)
     return out
@@ -139,7 +144,13 @@ def train_on(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out
 def plan_for(config: TrainConfig) -> StrategyPlan:
     """The strategy plan of a config on this machine's hardware."""
     return plan_strategy(
-        detect_hardware(), config.zero_stage, config.offload, config.precision, config.devices, config.batch_size
+        detect_hardware(),
+        config.zero_stage,
+        config.offload,
+        config.precision,
+        config.devices,
+        config.batch_size,
+        config.nodes,
     )
 
 
@@ -228,6 +239,7 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
     trainer = pl.Trainer(
         accelerator=plan.accelerator,
         devices=plan.devices,
+        num_nodes=plan.nodes,
         strategy=build_strategy(plan),
         precision=plan.precision,
         max_steps=done + config.steps,
@@ -252,11 +264,12 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
             objective=config.objective,
             examples=len(examples),
             steps=trainer.global_step,
-            tokens=progress.total * plan.devices,
+            tokens=progress.total * trainer.world_size,
             seconds=0.0,
             strategy=plan.describe(),
             device=detect_hardware().name,
             world_size=trainer.world_size,
+            nodes=trainer.num_nodes,
             losses=module.loss_history(config.grad_accum),
             config=config.model_dump(mode="json"),
             meta=meta or {},
@@ -407,50 +420,13 @@ def _lineage(example: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in example.items() if k not in ("prompt", "token_ids", "token_logprobs")}
 
 
-def launch(examples, base, config: TrainConfig, out: Path, meta: dict[str, Any], devices: int) -> None:
-    """Train in a torchrun process group of `devices` ranks (its own process, not this one)."""
-    work = staging_dir(out, "job")
-    work.mkdir(parents=True)
-    try:
-        with (work / EXAMPLES_FILE).open("w", encoding="utf-8") as fh:
-            for ex in examples:
-                fh.write(json.dumps(ex, default=str) + "\n")
-        job = {
-            "examples": str(work / EXAMPLES_FILE),
-            "base": _spec_of(base),
-            "config": config.model_dump(mode="json"),
-            "out": str(out),
-            "meta": meta,
-        }
-        (work / "job.json").write_text(json.dumps(job))
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc_per_node={devices}",
-            "-m",
-            "aitp.train.run",
-            "--job",
-            str(work / "job.json"),
-        ]
-        done = subprocess.run(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        if done.returncode != 0:
-            raise LaunchError(f"the {devices}-GPU training process failed (exit {done.returncode}): see its log above")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    if not read_record(out):
-        raise LaunchError(f"the {devices}-GPU training process wrote no checkpoint at {out}: see its log above")
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point of a launched rank: read the job file and run `fit`."""
     parser = argparse.ArgumentParser(description="one rank of a launched training job")
-    parser.add_argument("--job", required=True, help="job JSON written by aitp.train.run.launch")
+    parser.add_argument("--job", required=True, help="job JSON written by aitp.train.launcher.job_file")
     args = parser.parse_args(argv)
-    job = json.loads(Path(args.job).read_text())
-    examples = [json.loads(line) for line in Path(job["examples"]).read_text().splitlines() if line]
-    fit(examples, job["base"], TrainConfig.model_validate(job["config"]), job["out"], job["meta"])
+    examples, base, config, out, meta = read_job(args.job)
+    fit(examples, base, config, out, meta)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,8 @@ class StrategyPlan:
     zero_stage: int = 0
     offload: str = "none"
     micro_batch_size: int = 1
+    nodes: int = 1
+    """Machines, one launcher agent each; `devices` is per machine."""
 
     @property
     def deepspeed(self) -> bool:
@@ -60,12 +62,13 @@ class StrategyPlan:
 
     @property
     def needs_launch(self) -> bool:
-        """More than one device and not yet inside a launched process group."""
-        return self.devices > 1 and not in_launched_process()
+        """More than one process and not yet inside a launched process group."""
+        return (self.devices > 1 or self.nodes > 1) and not in_launched_process()
 
     def describe(self) -> str:
         zero = f" ZeRO-{self.zero_stage} offload={self.offload}" if self.deepspeed else ""
-        return f"{self.name}{zero} on {self.devices}x{self.accelerator} ({self.precision})"
+        where = f"{self.nodes} nodes x " if self.nodes > 1 else ""
+        return f"{self.name}{zero} on {where}{self.devices}x{self.accelerator} ({self.precision})"
 
 
 def plan_strategy(
@@ -75,22 +78,26 @@ def plan_strategy(
     precision: str = "auto",
     devices: int | str = "auto",
     micro_batch_size: int = 1,
+    nodes: int = 1,
 ) -> StrategyPlan:
-    """Pick the strategy for this hardware and config; CPU always gets the plain single-device one."""
+    """Pick the strategy for this hardware and config (`devices` per node). A CPU trains in one process per node:
+    the plain single-device strategy on one node, DDP over gloo across several."""
     if offload == "all" and zero_stage != 3:
         raise StrategyError(f"offload=all moves parameters to CPU, which needs ZeRO stage 3 (got {zero_stage})")
     if hardware.accelerator != "cuda":
         if devices not in ("auto", 1):
             raise StrategyError(f"devices={devices} needs CUDA GPUs; this machine has none: set devices to auto")
-        return StrategyPlan("cpu", 1, "single", "32-true" if precision == "auto" else precision)
+        cpu_precision = "32-true" if precision == "auto" else precision
+        return StrategyPlan("cpu", 1, "ddp" if nodes > 1 else "single", cpu_precision, nodes=nodes)
     n = hardware.devices if devices == "auto" else int(devices)
     if not 1 <= n <= hardware.devices:
         raise StrategyError(f"devices={n} but this machine has {hardware.devices} GPU(s): lower devices")
     if precision == "auto":
         precision = "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
     if zero_stage == 0:
-        return StrategyPlan("cuda", n, "ddp" if n > 1 else "single", precision, 0, "none", micro_batch_size)
-    return StrategyPlan("cuda", n, "deepspeed", precision, zero_stage, offload, micro_batch_size)
+        name = "ddp" if n > 1 or nodes > 1 else "single"
+        return StrategyPlan("cuda", n, name, precision, 0, "none", micro_batch_size, nodes)
+    return StrategyPlan("cuda", n, "deepspeed", precision, zero_stage, offload, micro_batch_size, nodes)
 
 
 def deepspeed_config(plan: StrategyPlan) -> dict[str, Any]:
@@ -104,7 +111,7 @@ def deepspeed_config(plan: StrategyPlan) -> dict[str, Any]:
     process does it, and the clipping norm, in one fused call each, and skips the reduction over itself:
     `aitp.train.zero_one_gpu`).
     """
-    one_gpu = plan.devices == 1
+    one_gpu = plan.devices == 1 and plan.nodes == 1
     copy_to_buckets = not one_gpu or plan.zero_stage == 3 or plan.offload != "none"
     zero: dict[str, Any] = {
         "stage": plan.zero_stage,

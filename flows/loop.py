@@ -104,7 +104,8 @@ def loop_flow(
     run = open_experiment(root, cfg, new_version=new_version, tracking_uri=mlflow_uri(root))
     last = cfg.iterations if iterations is None else iterations
     todo = [k for k in range(last + 1) if not is_finished(root, cfg.experiment, k)]
-    needs_dask = any(run.environment.acts(k) for k in todo)
+    # acting fans out over Dask, and so does a training over several nodes (one launcher agent per worker)
+    needs_dask = any(run.environment.acts(k) or cfg.train_config(k).nodes > 1 for k in todo)
     rows = []
     with (
         run.registry.experiment_run(cfg.experiment),  # the parent run ends with the loop

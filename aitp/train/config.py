@@ -115,6 +115,12 @@ class TrainConfig(BaseModel):
             raise ValueError("distinct_completions selects sft examples: remove it for grpo")
         if self.objective == "grpo" and self.data_iterations != "current":
             raise ValueError("grpo trains on the rollouts its base model sampled: set data_iterations current")
+        if self.compile and self.zero_stage == 3:
+            # ZeRO-3 gathers each layer's partitioned weights in hooks around its forward; torch.compile traces the
+            # empty partitions instead and fails at its first step
+            raise ValueError(
+                "compile does not run on ZeRO-3's partitioned weights: set compile: false or zero_stage: 2"
+            )
         unused = [k for k in GRPO_DEFAULTS if k in self.model_fields_set and self.objective != "grpo"]
         if unused:
             raise ValueError(f"{', '.join(unused)} apply to objective grpo only: remove them or set objective: grpo")

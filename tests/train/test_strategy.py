@@ -85,3 +85,23 @@ def test_deepspeed_missing_names_the_extra(monkeypatch):
 def test_detect_hardware_names_the_device():
     hw = detect_hardware()
     assert hw.accelerator in ("cpu", "cuda") and hw.devices >= 1 and hw.name
+
+
+def test_compile_with_zero3_is_refused_in_one_line_naming_the_fix():
+    from pydantic import ValidationError
+
+    from aitp.train.config import TrainConfig
+
+    with pytest.raises(ValidationError, match="set compile: false or zero_stage: 2"):
+        TrainConfig(compile=True, zero_stage=3)
+    assert TrainConfig(compile=True, zero_stage=2).compile and TrainConfig(zero_stage=3).zero_stage == 3
+
+
+def test_nodes_plan_ddp_on_cpu_and_launch_outside_a_process_group(monkeypatch):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    plan = plan_strategy(Hardware("cpu", 1, "cpu"), nodes=2)
+    assert (plan.name, plan.devices, plan.nodes, plan.needs_launch) == ("ddp", 1, 2, True)
+    assert plan.describe() == "ddp on 2 nodes x 1xcpu (32-true)"
+    gpu = plan_strategy(Hardware("cuda", 1, "H200"), zero_stage=2, precision="bf16-mixed", nodes=2)
+    assert (gpu.name, gpu.nodes, gpu.needs_launch) == ("deepspeed", 2, True)
+    assert deepspeed_config(gpu)["zero_optimization"]["overlap_comm"]  # gradients cross machines: not one process

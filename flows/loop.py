@@ -23,8 +23,7 @@ from aitp.lake import is_finished
 from aitp.loop import LoopConfig, LoopRun, Stages, open_experiment, run_iteration
 from aitp.loop.experiment import experiment_config
 from aitp.loop.iteration import Event, broadcast
-from aitp.rollouts.cluster import dask_client, loop_cluster, wants_cuda
-from aitp.rollouts.run import warm_gpu_workers
+from aitp.rollouts.cluster import dask_client, loop_cluster
 from aitp.services import mlflow_uri
 from tasks import loop as prefect_tasks
 from tasks.artifacts import ArtifactReporter
@@ -74,10 +73,11 @@ def _cluster(address: str | None, workers: int | None, needed: bool, device: str
         yield cluster.scheduler_address
 
 
-def _warm(address: str, cfg: LoopConfig) -> None:
-    """Start the GPU workers' decoders compiling now: the warm start trains meanwhile, and shards find them ready."""
+def _warm(address: str, run: LoopRun) -> None:
+    """Let the environment start its workers' slow first work now (a decoder's compile): the warm start trains
+    meanwhile, and the first shards find them ready."""
     with dask_client(address) as client:
-        warm_gpu_workers(client, cfg.policy, cfg.rollouts.sampling(), cfg.device, cfg.system_prompt)
+        run.environment.warm_up(client)
 
 
 @flow(name="aitp-loop", persist_result=False)
@@ -111,8 +111,8 @@ def loop_flow(
         run.registry.experiment_run(cfg.experiment),  # the parent run ends with the loop
         _cluster(dask_address or cfg.rollouts.dask_address, cfg.rollouts.workers, needs_dask, cfg.device) as address,
     ):
-        if address and cfg.environment == "reasoning" and wants_cuda(cfg.device):
-            _warm(address, cfg)
+        if address:
+            _warm(address, run)
         for k in todo:
             named = iteration_flow.with_options(flow_run_name=run.flow_run_name(k), version=run.version)
             with tags(cfg.experiment, f"iteration:{k:03d}", f"config:{run.config_hash}"):

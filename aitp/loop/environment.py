@@ -101,6 +101,9 @@ class Environment(Protocol):
     ) -> dict[str, list[dict[str, Any]]]:
         """Let the policy act on a chunk of items, score and filter the outcome: rows per acted table."""
 
+    def warm_up(self, client: Any) -> None:
+        """Start the workers' slow first-time work (compiling a decoder) in the background, as the loop opens."""
+
     def prepare(self, iteration: int, policy: PolicySpec, client: Any) -> None:
         """Get the workers ready, in the background, to act on the iteration's items (a hint: may do nothing)."""
 

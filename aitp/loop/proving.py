@@ -252,6 +252,9 @@ class ProverEnvironment:
     def acts(self, iteration: int) -> bool:
         return iteration > 0 or not self.starts_untrained
 
+    def warm_up(self, client: Any) -> None:
+        """Nothing: a search's tactic model loads with its first shard."""
+
     def acts_ahead(self, iteration: int) -> bool:
         return False  # searches and training each want the prover host's cores and the card: one after the other
 

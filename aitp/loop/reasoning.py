@@ -118,6 +118,15 @@ class ReasoningEnvironment:
         )
         return {"rollouts": filter_rows(lake_rollout_rows(rows), cfg.threshold)}
 
+    def warm_up(self, client: Any) -> None:
+        """Have each GPU worker load the starting policy and compile its decoder (CPU sampling: nothing to do)."""
+        from aitp.rollouts.cluster import wants_cuda
+        from aitp.rollouts.run import warm_gpu_workers
+
+        if wants_cuda(self.config.device):
+            cfg = self.config
+            warm_gpu_workers(client, cfg.policy, cfg.rollouts.sampling(), cfg.device, cfg.system_prompt)
+
     def prepare(self, iteration: int, policy: PolicySpec, client: Any) -> None:
         """Have the GPU workers build the decoder engine of the iteration's first chunk now (CPU workers: nothing).
 

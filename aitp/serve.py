@@ -42,6 +42,8 @@ class ServeError(AitpError):
 
 
 class _ApiError(Exception):
+    """A request this server refuses: the status and the message name what to send instead."""
+
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.param = status, message, param
@@ -153,9 +155,186 @@ def _token_entries(policy: Any, ids: list[int], count: int) -> list[tuple[str, l
 
 
 def _usage(groups: list[list[Completion]]) -> dict[str, int]:
+    """Token counts as OpenAI reports them: a group's prompt is counted once, however many samples it has."""
     prompt = sum(g[0].prompt_tokens for g in groups if g)
     completion = sum(c.completion_tokens for g in groups for c in g)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _chat_logprobs(policy: Any, completion: Completion) -> dict[str, Any]:
+    """A chat choice's `logprobs`: one entry per generated token, with no alternatives (top_logprobs)."""
+    tokens = _token_entries(policy, completion.token_ids, len(completion.logprobs))
+    content = [
+        {"token": t, "bytes": b, "logprob": lp, "top_logprobs": []} for (t, b), lp in zip(tokens, completion.logprobs)
+    ]
+    return {"content": content, "refusal": None}
+
+
+def _chat_choice(policy: Any, index: int, completion: Completion, logprobs: bool) -> dict[str, Any]:
+    """One sample as a chat completions choice, with its token ids as vLLM returns them."""
+    return {
+        "index": index,
+        "message": {"role": "assistant", "content": completion.text},
+        "logprobs": _chat_logprobs(policy, completion) if logprobs else None,
+        "finish_reason": completion.finish_reason,
+        "token_ids": completion.token_ids,
+    }
+
+
+def _text_logprobs(policy: Any, completion: Completion) -> dict[str, Any]:
+    """A completions choice's `logprobs` in the legacy layout: parallel lists, offsets into the text."""
+    tokens = [t for t, _ in _token_entries(policy, completion.token_ids, len(completion.logprobs))]
+    offsets, at = [], 0
+    for t in tokens:
+        offsets.append(at)
+        at += len(t)
+    return {
+        "tokens": tokens,
+        "token_logprobs": completion.logprobs,
+        "top_logprobs": [{} for _ in tokens],
+        "text_offset": offsets,
+    }
+
+
+def _text_choice(policy: Any, index: int, completion: Completion, logprobs: bool) -> dict[str, Any]:
+    """One sample as a completions choice, with its token ids as vLLM returns them."""
+    return {
+        "index": index,
+        "text": completion.text,
+        "logprobs": _text_logprobs(policy, completion) if logprobs else None,
+        "finish_reason": completion.finish_reason,
+        "token_ids": completion.token_ids,
+    }
+
+
+def _response(id_prefix: str, kind: str, model: str, choices: list[dict], groups: list[list[Completion]]) -> dict:
+    """The envelope every completion answer shares: a fresh id, the time, the model, the usage."""
+    return {
+        "id": f"{id_prefix}-{uuid.uuid4().hex}",
+        "object": kind,
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": _usage(groups),
+    }
+
+
+def _text_prompts(req: CompletionRequest) -> list[str]:
+    """The completions request's prompts as a list, refused (400) when echo is asked or none is given."""
+    if req.echo:
+        raise _ApiError(400, "echo is not supported: send echo=false", "echo")
+    texts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
+    if not texts:
+        raise _ApiError(400, "prompt must not be an empty list", "prompt")
+    return texts
+
+
+class _ServedPolicy:
+    """One policy under the name clients ask for, sampled by one request at a time (it is not thread-safe)."""
+
+    def __init__(self, policy: Policy, name: str, max_request_tokens: int) -> None:
+        self.policy, self.name, self.max_request_tokens = policy, name, max_request_tokens
+        self.created = int(time.time())
+        self._lock = threading.Lock()
+
+    def check(self, req: _Sampling) -> None:
+        """Refuse a request for another model (404), or for streaming, which this server does not do (400)."""
+        if req.model not in (None, "", self.name):
+            raise _ApiError(404, f"model '{req.model}' is not served here: use '{self.name}'", "model")
+        if req.stream:
+            raise _ApiError(400, "streaming is not supported: send stream=false", "stream")
+
+    def params(self, req: _Sampling, max_tokens: int | None, prompts: int) -> SamplingParams:
+        """The request's sampling parameters, within this server's token cap."""
+        return _params(req, max_tokens, prompts, self.max_request_tokens)
+
+    def sample(self, prompts: list[Messages], params: SamplingParams, seed: int | None) -> list[list[Completion]]:
+        """Samples for chats; one seed seeds every prompt, so an answer does not depend on its neighbours."""
+        seeds = None if seed is None else [seed] * len(prompts)
+        with self._lock:
+            return self.policy.sample(prompts, params, seeds)
+
+    def sample_text(self, texts: list[str], params: SamplingParams, seed: int | None) -> list[list[Completion]]:
+        """Raw prompts go to the model as text; a policy that only takes chats gets them as a user turn."""
+        ids = [_text_ids(self.policy, t) for t in texts]
+        if any(i is None for i in ids):
+            return self.sample([[{"role": "user", "content": t}] for t in texts], params, seed)
+        seeds = None if seed is None else [seed] * len(texts)
+        with self._lock:
+            return self.policy.sample_ids(ids, params, seeds)
+
+
+def _error(status: int, message: str, param: str | None, code: str | None = None) -> JSONResponse:
+    """An error in OpenAI's shape, so that client libraries raise their usual exception with our message."""
+    body = {"message": message, "type": "invalid_request_error", "param": param, "code": code}
+    return JSONResponse({"error": body}, status_code=status)
+
+
+async def _api_error(_: Request, exc: _ApiError) -> JSONResponse:
+    """A request this server refuses, with the status it chose."""
+    return _error(exc.status, exc.message, exc.param)
+
+
+async def _policy_refusal(_: Request, exc: AitpError) -> JSONResponse:
+    """The policy refuses what the request asked for (a prompt beyond the model's context...): a 400 in one line."""
+    code = "context_length_exceeded" if isinstance(exc, PromptTooLongError) else None
+    return _error(400, " ".join(str(exc).split()), None, code)
+
+
+async def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+    """A body that does not fit the request model: a 400 naming the first field at fault, not FastAPI's 422."""
+    first = exc.errors()[0] if exc.errors() else {}
+    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+    return _error(400, f"{where}: {first.get('msg', 'invalid request')}", where or None)
+
+
+def _add_info_routes(app: FastAPI, served: _ServedPolicy) -> None:
+    """`/health` for probes and `/v1/models`, which lists the one policy served."""
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        card = {
+            "id": served.name,
+            "object": "model",
+            "created": served.created,
+            "owned_by": "aitp",
+            "version": getattr(served.policy, "version", None),
+        }
+        return {"object": "list", "data": [card]}
+
+
+def _add_completion_routes(app: FastAPI, served: _ServedPolicy) -> None:
+    """`/v1/chat/completions` (one chat, n samples) and `/v1/completions` (one or more raw prompts, n samples each)."""
+
+    @app.post("/v1/chat/completions")
+    def chat(req: ChatRequest) -> dict[str, Any]:
+        served.check(req)
+        params = served.params(req, req.max_completion_tokens or req.max_tokens, 1)
+        [group] = served.sample([_messages(req.messages)], params, req.seed)
+        choices = [_chat_choice(served.policy, i, c, bool(req.logprobs)) for i, c in enumerate(group)]
+        return _response("chatcmpl", "chat.completion", served.name, choices, [group])
+
+    @app.post("/v1/completions")
+    def completions(req: CompletionRequest) -> dict[str, Any]:
+        served.check(req)
+        texts = _text_prompts(req)
+        groups = served.sample_text(texts, served.params(req, req.max_tokens, len(texts)), req.seed)
+        logprobs = req.logprobs is not None
+        choices = [
+            _text_choice(served.policy, g * len(group) + j, c, logprobs)
+            for g, group in enumerate(groups)
+            for j, c in enumerate(group)
+        ]
+        return _response("cmpl", "text_completion", served.name, choices, groups)
+
+
+def _served_name(policy: Policy, model_name: str | None) -> str:
+    """The name clients ask for: `model_name`, else the policy's own name."""
+    return model_name or getattr(policy, "name", "aitp")
 
 
 def create_app(
@@ -167,149 +346,14 @@ def create_app(
     """The FastAPI app serving one policy under `model_name` (default: the policy's name); a request
     may ask for at most `max_request_tokens` tokens (prompts x n x max_tokens) in a body of at most
     `max_body_bytes`."""
-    served = model_name or getattr(policy, "name", "aitp")
     app = FastAPI(title="aitp serve", docs_url=None, redoc_url=None)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
-    lock = threading.Lock()
-    created = int(time.time())
-
-    def check_model(req: _Sampling) -> None:
-        if req.model not in (None, "", served):
-            raise _ApiError(404, f"model '{req.model}' is not served here: use '{served}'", "model")
-        if req.stream:
-            raise _ApiError(400, "streaming is not supported: send stream=false", "stream")
-
-    def sample(prompts: list[Messages], params: SamplingParams, seed: int | None) -> list[list[Completion]]:
-        seeds = None if seed is None else [seed] * len(prompts)
-        with lock:
-            return policy.sample(prompts, params, seeds)
-
-    def sample_text(texts: list[str], params: SamplingParams, seed: int | None) -> list[list[Completion]]:
-        """Raw prompts go to the model as text; a policy that only takes chats gets them as a user turn."""
-        ids = [_text_ids(policy, t) for t in texts]
-        if any(i is None for i in ids):
-            return sample([[{"role": "user", "content": t}] for t in texts], params, seed)
-        seeds = None if seed is None else [seed] * len(texts)
-        with lock:
-            return policy.sample_ids(ids, params, seeds)
-
-    @app.exception_handler(_ApiError)
-    async def _api_error(_: Request, exc: _ApiError) -> JSONResponse:
-        body = {"message": exc.message, "type": "invalid_request_error", "param": exc.param, "code": None}
-        return JSONResponse({"error": body}, status_code=exc.status)
-
-    @app.exception_handler(AitpError)
-    async def _refused(_: Request, exc: AitpError) -> JSONResponse:
-        # The policy refuses what the request asked for (a prompt beyond the model's context...).
-        code = "context_length_exceeded" if isinstance(exc, PromptTooLongError) else None
-        body = {"message": " ".join(str(exc).split()), "type": "invalid_request_error", "param": None, "code": code}
-        return JSONResponse({"error": body}, status_code=400)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        body = {
-            "message": f"{where}: {first.get('msg', 'invalid request')}",
-            "type": "invalid_request_error",
-            "param": where or None,
-            "code": None,
-        }
-        return JSONResponse({"error": body}, status_code=400)
-
-    @app.get("/health")
-    def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.get("/v1/models")
-    def models() -> dict[str, Any]:
-        card = {
-            "id": served,
-            "object": "model",
-            "created": created,
-            "owned_by": "aitp",
-            "version": getattr(policy, "version", None),
-        }
-        return {"object": "list", "data": [card]}
-
-    @app.post("/v1/chat/completions")
-    def chat(req: ChatRequest) -> dict[str, Any]:
-        check_model(req)
-        params = _params(req, req.max_completion_tokens or req.max_tokens, 1, max_request_tokens)
-        [group] = sample([_messages(req.messages)], params, req.seed)
-        choices = []
-        for i, c in enumerate(group):
-            logprobs = None
-            if req.logprobs:
-                tokens = _token_entries(policy, c.token_ids, len(c.logprobs))
-                logprobs = {
-                    "content": [
-                        {"token": t, "bytes": b, "logprob": lp, "top_logprobs": []}
-                        for (t, b), lp in zip(tokens, c.logprobs)
-                    ],
-                    "refusal": None,
-                }
-            choices.append(
-                {
-                    "index": i,
-                    "message": {"role": "assistant", "content": c.text},
-                    "logprobs": logprobs,
-                    "finish_reason": c.finish_reason,
-                    "token_ids": c.token_ids,
-                }
-            )
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": served,
-            "choices": choices,
-            "usage": _usage([group]),
-        }
-
-    @app.post("/v1/completions")
-    def completions(req: CompletionRequest) -> dict[str, Any]:
-        check_model(req)
-        if req.echo:
-            raise _ApiError(400, "echo is not supported: send echo=false", "echo")
-        texts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
-        if not texts:
-            raise _ApiError(400, "prompt must not be an empty list", "prompt")
-        groups = sample_text(texts, _params(req, req.max_tokens, len(texts), max_request_tokens), req.seed)
-        choices = []
-        for g, group in enumerate(groups):
-            for j, c in enumerate(group):
-                logprobs = None
-                if req.logprobs is not None:
-                    tokens = [t for t, _ in _token_entries(policy, c.token_ids, len(c.logprobs))]
-                    offsets, at = [], 0
-                    for t in tokens:
-                        offsets.append(at)
-                        at += len(t)
-                    logprobs = {
-                        "tokens": tokens,
-                        "token_logprobs": c.logprobs,
-                        "top_logprobs": [{} for _ in tokens],
-                        "text_offset": offsets,
-                    }
-                choices.append(
-                    {
-                        "index": g * len(group) + j,
-                        "text": c.text,
-                        "logprobs": logprobs,
-                        "finish_reason": c.finish_reason,
-                        "token_ids": c.token_ids,
-                    }
-                )
-        return {
-            "id": f"cmpl-{uuid.uuid4().hex}",
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": served,
-            "choices": choices,
-            "usage": _usage(groups),
-        }
-
+    served = _ServedPolicy(policy, _served_name(policy, model_name), max_request_tokens)
+    app.add_exception_handler(_ApiError, _api_error)
+    app.add_exception_handler(AitpError, _policy_refusal)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
+    _add_info_routes(app, served)
+    _add_completion_routes(app, served)
     return app
 
 
@@ -349,7 +393,7 @@ def serve(
 
     sock = sock or bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
-    served = model_name or getattr(policy, "name", "aitp")
+    served = _served_name(policy, model_name)
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     app = create_app(policy, model_name, max_request_tokens, max_body_bytes)
     print(f"serving {served} at http://{shown}:{bound_port}/v1", file=sys.stderr, flush=True)

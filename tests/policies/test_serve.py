@@ -9,8 +9,10 @@ import openai
 import pytest
 import torch
 
-from aitp.policies.base import SamplingParams
+from aitp.errors import AitpError
+from aitp.policies.base import Completion, SamplingParams
 from aitp.policies.loading import load_policy
+from aitp.policies.tiny.sampler import PromptTooLongError
 from tests.rollouts.helpers import PYTHON, make_tiny_checkpoint, start_server, stop, subprocess_env
 
 MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is 2 + 3?"}]
@@ -209,21 +211,23 @@ class _HFLikePolicy:
         raise AssertionError("raw completions prompts must go through sample_ids")
 
     def sample_ids(self, prompt_ids, params, seeds=None):
-        from aitp.policies.base import Completion
-
         self.seen_ids += prompt_ids
         ids = [2, 3][: params.max_tokens]
         return [[Completion(self.tokenizer.decode(ids), ids, [-0.5] * len(ids), "length", len(p), len(ids))]
                 for p in prompt_ids]  # fmt: skip
 
 
-def test_completions_tokenise_raw_text_with_the_policys_tokenizer():
+def _in_process(policy, **kwargs):
     from fastapi.testclient import TestClient
 
     from aitp.serve import create_app
 
+    return TestClient(create_app(policy, **kwargs))
+
+
+def test_completions_tokenise_raw_text_with_the_policys_tokenizer():
     policy = _HFLikePolicy()
-    http = TestClient(create_app(policy))
+    http = _in_process(policy)
     body = http.post("/v1/completions", json={"prompt": "hello world", "max_tokens": 2, "logprobs": 0}).json()
     assert policy.seen_ids == [[0, 1, 2]]
     [choice] = body["choices"]
@@ -231,3 +235,79 @@ def test_completions_tokenise_raw_text_with_the_policys_tokenizer():
     assert choice["logprobs"]["tokens"] == ["world", "!"] and choice["logprobs"]["text_offset"] == [0, 5]
     assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
     assert http.get("/v1/models").json()["data"][0]["id"] == "hf-like"
+
+
+class _ChatOnlyPolicy:
+    """Takes chats only and has no tokenizer; refuses the prompts "long" and "odd" as a policy may."""
+
+    name, version = "chat-only", None
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def sample(self, prompts, params, seeds=None):
+        self.calls.append((prompts, params, seeds))
+        if prompts[0][-1]["content"] == "long":
+            raise PromptTooLongError("the prompt has\n   5000 tokens: shorten it")
+        if prompts[0][-1]["content"] == "odd":
+            raise AitpError("cannot   sample\nthis")
+        return [[Completion("ok", [5, 6], [-0.25, -0.5], "stop", 3, 2)] * params.n for _ in prompts]
+
+
+def test_chat_choices_without_a_tokenizer_name_tokens_by_id():
+    policy = _ChatOnlyPolicy()
+    parts = [{"type": "text", "text": "2 +"}, {"type": "text", "text": " 3?"}]
+    request = {"model": "served", "messages": [{"role": "user", "content": parts}], "n": 2, "seed": 7}
+    request |= {"max_tokens": 9, "max_completion_tokens": 4, "logprobs": True}
+    body = _in_process(policy, model_name="served").post("/v1/chat/completions", json=request).json()
+    [(prompts, params, seeds)] = policy.calls
+    assert prompts == [[{"role": "user", "content": "2 + 3?"}]] and seeds == [7]
+    assert params == SamplingParams(n=2, temperature=1.0, top_p=1.0, max_tokens=4, stop=())
+    assert body["object"] == "chat.completion" and body["id"].startswith("chatcmpl-") and body["model"] == "served"
+    assert [c["index"] for c in body["choices"]] == [0, 1]
+    entry = {"token": "token_id:5", "bytes": list(b"token_id:5"), "logprob": -0.25, "top_logprobs": []}
+    assert body["choices"][0]["logprobs"] == {
+        "content": [entry, {**entry, "token": "token_id:6", "bytes": list(b"token_id:6"), "logprob": -0.5}],
+        "refusal": None,
+    }
+    assert body["choices"][1]["message"] == {"role": "assistant", "content": "ok"}
+    assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+
+
+def test_raw_prompts_reach_a_chat_only_policy_as_user_turns():
+    policy = _ChatOnlyPolicy()
+    request = {"prompt": ["x", "y"], "n": 2, "seed": 1, "stop": "!", "temperature": 0.5, "top_p": 0.5}
+    body = _in_process(policy).post("/v1/completions", json=request).json()
+    [(prompts, params, seeds)] = policy.calls
+    assert prompts == [[{"role": "user", "content": "x"}], [{"role": "user", "content": "y"}]] and seeds == [1, 1]
+    assert params == SamplingParams(n=2, temperature=0.5, top_p=0.5, max_tokens=256, stop=("!",))
+    assert body["object"] == "text_completion" and body["id"].startswith("cmpl-") and body["model"] == "chat-only"
+    assert [(c["index"], c["text"], c["logprobs"]) for c in body["choices"]] == [(i, "ok", None) for i in range(4)]
+    assert body["usage"] == {"prompt_tokens": 6, "completion_tokens": 8, "total_tokens": 14}
+
+
+def test_refusals_are_openai_errors_that_name_the_field():
+    http = _in_process(_ChatOnlyPolicy(), model_name="served")
+    chat = lambda content="hi", **kw: http.post(  # noqa: E731
+        "/v1/chat/completions", json={"messages": [{"role": "user", "content": content}], **kw}
+    )
+    error = lambda response: (response.status_code, response.json()["error"])  # noqa: E731
+    status, body = error(chat(model="other"))
+    assert status == 404 and body == {
+        "message": "model 'other' is not served here: use 'served'",
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": None,
+    }
+    assert chat(model="").status_code == 200 and chat(model="served").status_code == 200
+    assert error(chat(stream=True))[1]["param"] == "stream"
+    status, invalid = error(chat(temperature=5))  # FastAPI's 422, answered as a 400 naming the field
+    assert status == 400 and invalid["param"] == "temperature" and invalid["message"].startswith("temperature: ")
+    too_long = {"message": "the prompt has 5000 tokens: shorten it", "param": None, "code": "context_length_exceeded"}
+    assert error(chat("long")) == (400, {**body, **too_long})
+    assert error(chat("odd")) == (400, {**body, "message": "cannot sample this", "param": None})
+    echo = http.post("/v1/completions", json={"prompt": "x", "echo": True})
+    assert error(echo) == (400, {**body, "message": "echo is not supported: send echo=false", "param": "echo"})
+    assert http.get("/health").json() == {"status": "ok"}
+    [card] = http.get("/v1/models").json()["data"]
+    assert card == {"id": "served", "object": "model", "created": card["created"], "owned_by": "aitp", "version": None}

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import socket
+
 import pytest
 
 from aitp.proving.env import Theorem
@@ -79,3 +83,25 @@ def test_searches_without_a_critic_leave_it_null(tmp_path):
     nodes = lake.read_partition(tmp_path, "proof_nodes", "exp", 0)
     assert nodes.column("critic_value").null_count == nodes.num_rows
     assert nodes.column("cumulative_logprob").null_count == 0
+
+
+def test_rows_fill_every_column_of_the_proof_tables_in_the_trees_order(result):
+    schemas = pytest.importorskip("aitp.lake.schemas")
+    rows = trace_rows(result, "toy", experiment="exp", iteration=2)
+    for table in TRACE_TABLES:  # created_at is filled at write time
+        columns = {field.name for field in schemas.SCHEMAS[table]} - {"created_at"}
+        assert rows[table] and all(set(row) == columns for row in rows[table]), table
+    sid = search_id("toy", "toy6", "htps", "exp", 2)
+    assert [n["node_id"] for n in rows["proof_nodes"]] == [f"{sid}:n{n.id}" for n in result.tree.nodes]
+    assert [e["edge_id"] for e in rows["proof_edges"]] == [f"{sid}:e{e.id}" for e in result.tree.edges]
+    workers = {row["worker"] for row in rows["proof_nodes"] + rows["proofs"]}
+    assert workers == {f"{socket.gethostname()}:{os.getpid()}"}
+
+
+def test_an_unproved_search_has_no_proof_row_and_an_unchecked_proof_says_so(result):
+    search = make_search("bestfs", SearchConfig(budget=Budget(expansions=3)))
+    failed = search.run(ToyEnv(), Theorem("toy40", "40", "toy"), ToyPolicy())
+    rows = trace_rows(failed, "toy")
+    assert failed.proof is None and rows["proofs"] == [] and rows["proof_nodes"] and rows["proof_edges"]
+    [proof] = trace_rows(dataclasses.replace(result, check=None), "toy")["proofs"]
+    assert proof["verified"] is False and proof["verifier"] == "toy: not checked"

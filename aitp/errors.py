@@ -14,4 +14,8 @@ class BadInputError(AitpError):
 
 
 class CheckpointError(AitpError):
-    """A checkpoint directory that is missing or incomplete."""
+    """A checkpoint directory that is missing, incomplete or not of the expected kind."""
+
+
+class UnknownExperimentError(AitpError):
+    """An experiment this home has no record of: never started, or with no iterations in the lake."""

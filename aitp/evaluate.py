@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -23,8 +22,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from aitp.errors import AitpError
+from aitp.paired import wilson
 
-Z95 = 1.959963984540054
 METRICS = ("pass_rate", "mean_score", "format_ok_rate")
 
 
@@ -100,16 +99,6 @@ def build_eval_set(config: EvalConfig) -> EvalSet:
     }
     canonical = json.dumps({"items": [it.item_id for it in items], "protocol": protocol}, sort_keys=True)
     return EvalSet(config.name, items, protocol, hashlib.sha256(canonical.encode()).hexdigest()[:12])
-
-
-def wilson(n_pass: int, n: int) -> tuple[float, float]:
-    """The 95% Wilson score interval of a pass rate."""
-    if n == 0:
-        return 0.0, 1.0
-    p, z2 = n_pass / n, Z95 * Z95
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass

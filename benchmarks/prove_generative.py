@@ -27,9 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from aitp.evaluate import wilson
 from aitp.loop.config import PROVER_BACKENDS
 from aitp.loop.prover_settings import loop_proving
+from aitp.paired import wilson
 from aitp.proving.backends import open_env
 from aitp.proving.learning import commit_traces, decide_promotion, search_theorems, train_slice
 from aitp.proving.prover_models import ProverModels

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from aitp.evaluate import wilson
+from aitp.paired import wilson
 from aitp.proving.backends import open_env
 from aitp.proving.learning import commit_traces, decide_promotion, paired_proof_gain, search_theorems, train_slice
 from aitp.proving.prover_models import PolicySettings, ProverModels

@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from aitp.evaluate import wilson
 from aitp.lake import connect
 from aitp.loop.stats import champion_gain, per_item_pass
+from aitp.paired import wilson
 
 HEADER = (
     "| iter | train slice proved (to date) | valid proved (Wilson 95 %) | new / retained / lost vs champion "

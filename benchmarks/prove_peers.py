@@ -34,10 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from aitp.evaluate import wilson
 from aitp.loop.config import ProvingConfig
 from aitp.loop.prover_settings import loop_proving
-from aitp.paired import paired_bootstrap
+from aitp.paired import paired_bootstrap, wilson
 from aitp.proving.coq_hammer import outside_premises, reconstruction
 from aitp.proving.env import ProofStep, Theorem
 from aitp.proving.theorem_set import TheoremSet

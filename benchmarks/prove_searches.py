@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from aitp.evaluate import wilson
 from aitp.loop.config import PROVER_BACKENDS
 from aitp.loop.prover_settings import loop_proving
+from aitp.paired import wilson
 from aitp.proving.backends import open_env
 from aitp.proving.critic_data import held_out_goal_labels
 from aitp.proving.env import Goal

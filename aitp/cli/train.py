@@ -102,7 +102,7 @@ def eval_command(
 def _print_eval(result) -> None:
     print(f"model {result.model_version} on {result.eval_name} ({result.seconds:.1f}s)")
     print("task\tlevel\tn\tpass_rate\tci95\tformat_errors\tmean_tokens")
-    from aitp.evaluate import wilson
+    from aitp.paired import wilson
 
     for r in result.rows:
         low, high = wilson(r["n_pass"], r["n_samples"])

@@ -16,8 +16,10 @@ from aitp.lake.catalog import Commit, as_lake, commits
 from aitp.lake.integrity import file_problem
 from aitp.lake.schemas import TABLES, duckdb_type, schema_of
 from aitp.lake.storage import Lake
+from aitp.paired import Z95, wilson_sql
 
-Z95 = 1.959963984540054
+PASS_LOW, PASS_HIGH = wilson_sql("pass_rate", "n")
+PROOF_LOW, PROOF_HIGH = wilson_sql("proof_rate", "n_searched")
 
 CURATED_VIEWS: dict[str, str] = {
     "pass_rate": f"""
@@ -28,10 +30,8 @@ CURATED_VIEWS: dict[str, str] = {
             FROM rollouts GROUP BY ALL),
         p AS (SELECT *, n_pass / nullif(n, 0)::DOUBLE AS pass_rate, {Z95}::DOUBLE AS z FROM s)
         SELECT experiment, iteration, split, task, difficulty_level, n, n_pass, pass_rate,
-               (pass_rate + z*z/(2*n) - z*sqrt(pass_rate*(1-pass_rate)/n + z*z/(4*n*n))) / (1 + z*z/n)
-                   AS ci95_low,
-               (pass_rate + z*z/(2*n) + z*sqrt(pass_rate*(1-pass_rate)/n + z*z/(4*n*n))) / (1 + z*z/n)
-                   AS ci95_high,
+               {PASS_LOW} AS ci95_low,
+               {PASS_HIGH} AS ci95_high,
                mean_final_score
         FROM p ORDER BY ALL""",
     # Which model sampled each rollout, which model trained on it and which model that training made
@@ -117,10 +117,8 @@ CURATED_VIEWS: dict[str, str] = {
             LEFT JOIN expanded x USING (experiment, iteration, split)),
         r AS (SELECT *, n_proved / nullif(n_searched, 0)::DOUBLE AS proof_rate FROM j)
         SELECT experiment, iteration, split, n_searched, n_proved, proof_rate,
-               (proof_rate + z*z/(2*n_searched) - z*sqrt(proof_rate*(1-proof_rate)/n_searched
-                   + z*z/(4*n_searched*n_searched))) / (1 + z*z/n_searched) AS ci95_low,
-               (proof_rate + z*z/(2*n_searched) + z*sqrt(proof_rate*(1-proof_rate)/n_searched
-                   + z*z/(4*n_searched*n_searched))) / (1 + z*z/n_searched) AS ci95_high,
+               {PROOF_LOW} AS ci95_low,
+               {PROOF_HIGH} AS ci95_high,
                n_new, n_retained, n_proved_to_date, mean_proof_length,
                n_valid_tactics / nullif(n_tactics, 0)::DOUBLE AS valid_tactic_rate,
                expansions / nullif(n_proved, 0)::DOUBLE AS expansions_per_proof,

@@ -30,15 +30,11 @@ from aitp.configs import (
     flatten,
     load_config,
 )
-from aitp.errors import AitpError, BadInputError
+from aitp.errors import AitpError, BadInputError, UnknownExperimentError
 from aitp.loop.config import LoopConfig
 
 DEFAULT_CONFIG = SHIPPED_CONFIGS / "quickstart.yaml"
 """The embedded default: the quickstart of the checkout aitp runs from."""
-
-
-class UnknownExperimentError(AitpError):
-    """A --resume of an experiment that was never started under this home."""
 
 
 class ExperimentConfigError(AitpError):

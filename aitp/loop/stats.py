@@ -1,18 +1,15 @@
-"""Is a gain real? The reasoning loop's held-out pass rates per eval item, paired (see aitp.paired).
+"""Is a gain real? The loop's held-out pass rates per eval item, read from the lake and paired.
 
-Both models answered the same fixed questions (the experiment's pinned eval set), so the gain is
-measured per item and the items are resampled: far tighter than comparing two independent
-intervals, and honest about which questions moved.
+Both models answered the same fixed questions (the experiment's pinned eval set): this module finds
+each model's per-item pass rates; `aitp.paired` owns the statistic computed over them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from aitp.errors import AitpError
-from aitp.paired import PairedGain, paired_bootstrap
+from aitp.paired import PairedGain, gain_on_shared_items
 
 
 def per_item_pass(home: str | Path, experiment: str, model: str, eval_name: str | None = None) -> dict[str, float]:
@@ -36,16 +33,14 @@ def paired_gain(
     home: str | Path, experiment: str, model_a: str, model_b: str, eval_name: str | None = None, n_boot: int = 10_000
 ) -> PairedGain:
     """The held-out gain of model b over model a, paired over the eval items both answered."""
-    pa_, pb = per_item_pass(home, experiment, model_a, eval_name), per_item_pass(home, experiment, model_b, eval_name)
-    items = sorted(set(pa_) & set(pb))
-    if not items:
+    a, b = per_item_pass(home, experiment, model_a, eval_name), per_item_pass(home, experiment, model_b, eval_name)
+    gain = gain_on_shared_items(a, b, model_a, model_b, n_boot)
+    if gain is None:
         raise AitpError(
             f"models {model_a} and {model_b} share no evaluated items in experiment '{experiment}': "
             "evaluate both on the experiment's eval set first"
         )
-    a, b = np.array([pa_[i] for i in items]), np.array([pb[i] for i in items])
-    gain, low, high = paired_bootstrap(a, b, n_boot)
-    return PairedGain(model_a, model_b, len(items), float(a.mean()), float(b.mean()), gain, low, high)
+    return gain
 
 
 def champion_gain(home: str | Path, experiment: str) -> PairedGain:

@@ -13,14 +13,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from aitp.paired import PairedGain, paired_bootstrap
+from aitp.paired import PairedGain, gain_on_shared_items
 from aitp.proving.env import ProverEnv, Theorem
 from aitp.proving.errors import ProverCrashedError
 from aitp.proving.search.base import Search, TacticPolicy
 from aitp.proving.theorem_set import TheoremSet, split_of
 from aitp.proving.traces import merge_rows, trace_rows, write_traces
+from aitp.registry.promotion import decide
 
 
 @dataclass(frozen=True)
@@ -131,20 +130,22 @@ def paired_proof_gain(
     champion: dict[str, bool], challenger: dict[str, bool], names: tuple[str, str] = ("champion", "challenger")
 ) -> PairedGain:
     """Proof rate of the challenger minus the champion's on the theorems both attempted, paired bootstrap 95%."""
-    items = sorted(set(champion) & set(challenger))
-    if not items:
+    gain = gain_on_shared_items(champion, challenger, names[0], names[1])
+    if gain is None:
         raise ValueError("the two evaluations share no theorem: evaluate both on the same valid theorems")
-    a = np.array([float(champion[t]) for t in items])
-    b = np.array([float(challenger[t]) for t in items])
-    gain, low, high = paired_bootstrap(a, b)
-    return PairedGain(names[0], names[1], len(items), float(a.mean()), float(b.mean()), gain, low, high)
+    return gain
 
 
 def decide_promotion(champion: dict[str, bool], challenger: dict[str, bool], min_gain: int = 1) -> Promotion:
-    """Promote only a strict gain: the challenger proves at least `min_gain` more of the same theorems."""
+    """Promote only a strict gain: the challenger proves at least `min_gain` more of the same theorems.
+
+    The rule is the registry's (`aitp.registry.promotion.decide`) on counts of proved theorems, `min_gain` its
+    margin: below 1 it asks for any strict gain, as a margin of 0 does.
+    """
     gain = paired_proof_gain(champion, challenger)
-    more = round(gain.gain * gain.n_items)
-    promote = more >= min_gain
+    proved_by_champion, proved_by_challenger = round(gain.rate_a * gain.n_items), round(gain.rate_b * gain.n_items)
+    more = proved_by_challenger - proved_by_champion
+    promote, _ = decide(proved_by_challenger, proved_by_champion, min_gain)
     verdict = "proves" if promote else "does not prove"
     reason = f"challenger {verdict} {min_gain}+ more valid theorems ({more:+d}; gain {gain})"
     return Promotion(promote, gain, reason)

@@ -1,10 +1,12 @@
 """The promotion decision: challenger vs champion on the same eval set, aliases moved only on a win.
 
 It takes evaluation results and decides; it runs no evaluation and writes no lake (the loop's
-gate, `aitp.loop.evaluation`, does both around it). Order: every check first (versions exist, each
-eval belongs to its version, both evals share one eval set); then the decision is tagged on the
-challenger's version; only then do the aliases move (`previous-champion` first, so a failure in
-between leaves `champion` where it was). A first model becomes champion.
+gate, `aitp.loop.evaluation`, does both around it). `decide` is the rule, the one every promotion
+of either world applies (`aitp.proving.learning.decide_promotion` too). Order: `weigh` makes every
+check (versions exist, each eval belongs to its version, both evals share one eval set) and decides;
+then `record_decision` tags it on the challenger's version (`judge` is these two); only then does
+`crown` move the aliases (`previous-champion` first, so a failure in between leaves `champion` where
+it was). A first model becomes champion.
 """
 
 from __future__ import annotations
@@ -64,38 +66,36 @@ def judge(
     config: PromotionConfig | None = None,
 ) -> Decision:
     """Compare challenger and champion on one eval set and tag the decision; no alias moves yet."""
+    decision = weigh(registry, experiment, challenger_version, challenger_eval, champion_eval, config)
+    if decision.challenger != decision.champion:  # a version already champion was not judged: nothing to record
+        record_decision(registry, experiment, iteration, decision)
+    return decision
+
+
+def weigh(
+    registry: Registry,
+    experiment: str,
+    challenger_version: str,
+    challenger_eval: Any,
+    champion_eval: Any | None,
+    config: PromotionConfig | None = None,
+) -> Decision:
+    """The decision for a challenger against the current champion on one eval set, every check made; writes nothing."""
     config = config or PromotionConfig()
     challenger = require_version(registry, experiment, challenger_version)
     champion = registry.get(experiment, CHAMPION)
     _check_eval(challenger, challenger_eval, "challenger")
     if champion is not None and champion.version == challenger.version:
+        score = champion_score = challenger_eval.score(config.metric)
+        promoted, reason = False, f"version {challenger.version} is already champion"
+    else:
+        champion_score = None if champion is None else _champion_score(champion, champion_eval, challenger_eval, config)
         score = challenger_eval.score(config.metric)
-        return Decision(
-            False,
-            f"version {challenger.version} is already champion",
-            challenger.version,
-            champion.version,
-            score,
-            score,
-            config.metric,
-            config.margin,
-            challenger_eval.eval_name,
-        )
-    champion_score = None
-    if champion is not None:
-        _check_eval(champion, champion_eval, "champion")
-        if champion_eval.eval_name != challenger_eval.eval_name:
-            raise PromotionError(
-                f"champion and challenger were evaluated on different eval sets ({champion_eval.eval_name} vs "
-                f"{challenger_eval.eval_name}): evaluate both on the experiment's pinned eval set"
-            )
-        champion_score = champion_eval.score(config.metric)
-    score = challenger_eval.score(config.metric)
-    promoted, why = decide(score, champion_score, config.margin)
-    against = f"champion v{champion.version} {champion_score:.4f}" if champion else "no champion"
-    verdict = "promoted" if promoted else "kept champion"
-    reason = f"{verdict}: v{challenger.version} {config.metric} {score:.4f} vs {against}; {why}"
-    decision = Decision(
+        promoted, why = decide(score, champion_score, config.margin)
+        against = f"champion v{champion.version} {champion_score:.4f}" if champion else "no champion"
+        verdict = "promoted" if promoted else "kept champion"
+        reason = f"{verdict}: v{challenger.version} {config.metric} {score:.4f} vs {against}; {why}"
+    return Decision(
         promoted,
         reason,
         challenger.version,
@@ -107,32 +107,43 @@ def judge(
         challenger_eval.eval_name,
     )
 
+
+def _champion_score(champion: ModelVersion, champion_eval: Any, challenger_eval: Any, config: PromotionConfig) -> float:
+    """The champion's score, once its eval is checked to be its own and on the challenger's eval set."""
+    _check_eval(champion, champion_eval, "champion")
+    if champion_eval.eval_name != challenger_eval.eval_name:
+        raise PromotionError(
+            f"champion and challenger were evaluated on different eval sets ({champion_eval.eval_name} vs "
+            f"{challenger_eval.eval_name}): evaluate both on the experiment's pinned eval set"
+        )
+    return champion_eval.score(config.metric)
+
+
+def record_decision(registry: Registry, experiment: str, iteration: int, decision: Decision) -> None:
+    """Tag the decision on the challenger's version and log it in the iteration's run."""
     registry.tag_version(
         experiment,
-        challenger.version,
+        decision.challenger,
         {
-            TAG + "decision": "promoted" if promoted else "rejected",
-            TAG + "decision_reason": reason,
-            TAG + "metric": config.metric,
-            TAG + "margin": config.margin,
+            TAG + "decision": "promoted" if decision.promoted else "rejected",
+            TAG + "decision_reason": decision.reason,
+            TAG + "metric": decision.metric,
+            TAG + "margin": decision.margin,
             TAG + "eval_name": decision.eval_name,
-            TAG + "challenger_score": score,
-            TAG + "champion_score": champion_score,
+            TAG + "challenger_score": decision.challenger_score,
+            TAG + "champion_score": decision.champion_score,
             TAG + "champion_version": decision.champion,
             TAG + "decided_at_iteration": iteration,
         },
     )
     run_id = registry.iteration_run(experiment, iteration)
-    registry.log_metrics(
-        run_id,
-        {
-            "promotion/challenger_score": score,
-            "promotion/champion_score": champion_score,
-            "promotion/promoted": float(promoted),
-        },
-    )
-    registry.call("tag a run", registry.client.set_tag, run_id, TAG + "promotion", reason)
-    return decision
+    scores = {
+        "promotion/challenger_score": decision.challenger_score,
+        "promotion/champion_score": decision.champion_score,
+        "promotion/promoted": float(decision.promoted),
+    }
+    registry.log_metrics(run_id, scores)
+    registry.call("tag a run", registry.client.set_tag, run_id, TAG + "promotion", decision.reason)
 
 
 def crown(registry: Registry, experiment: str, decision: Decision) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 
 from aitp.atomic import publish_bytes
-from aitp.errors import AitpError
+from aitp.errors import AitpError, UnknownExperimentError
 
 OVERALL = "(overall)"
 FIGSIZE = (10.0, 7.0)
@@ -24,10 +24,6 @@ DPI = 100
 
 class ReportError(AitpError):
     """A report that cannot be built from what the lake holds."""
-
-
-class UnknownExperimentError(ReportError):
-    """An experiment with no rows in the lake's `iterations` table."""
 
 
 def require_experiment(con: duckdb.DuckDBPyConnection, experiment: str, home: Any) -> None:

@@ -1,5 +1,7 @@
 """MLflow runs, versions and aliases; the promotion gate on real eval numbers (trained vs untrained); rollback."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -10,15 +12,19 @@ from aitp.registry import (
     CHALLENGER,
     CHAMPION,
     PREVIOUS,
+    Decision,
+    ModelVersion,
     PromotionConfig,
     PromotionError,
     Registry,
     RegistryError,
     decide,
+    judge,
     model_name,
     promote,
     rollback,
 )
+from aitp.registry.promotion import record_decision, weigh
 from aitp.train.config import TrainConfig
 from aitp.train.run import train
 from tests.train.helpers import SYSTEM, tiny_base, write_items
@@ -53,6 +59,86 @@ def test_decide_needs_a_positive_gain_of_at_least_the_margin():
     assert decide(0.3, None, 0.1)[0]
     assert decide(0.3, 0.2, 0.05)[0] and not decide(0.3, 0.2, 0.2)[0]
     assert not decide(0.2, 0.2, 0.0)[0] and not decide(0.1, 0.2, 0.0)[0]
+
+
+class _Eval:
+    def __init__(self, model_version: str, eval_name: str, pass_rate: float):
+        self.model_version, self.eval_name, self.pass_rate = model_version, eval_name, pass_rate
+
+    def score(self, metric: str) -> float:
+        return {"pass_rate": self.pass_rate}[metric]
+
+
+class _Registry:
+    """Versions 1 (model ma) and 2 (model mb), a champion alias, and a list of every write."""
+
+    def __init__(self, champion: str | None):
+        self.champion, self.writes = champion, []
+        self.client = SimpleNamespace(set_tag=lambda *args: self.writes.append(("run tag", *args)))
+
+    def get(self, experiment, ref):
+        ref = self.champion if ref == CHAMPION else ref
+        return {
+            "1": ModelVersion("m", "1", "ma", "", "", "", {}),
+            "2": ModelVersion("m", "2", "mb", "", "", "", {}),
+        }.get(ref or "")
+
+    def tag_version(self, experiment, version, tags):
+        self.writes.append(("version tags", version, tags))
+
+    def iteration_run(self, experiment, iteration):
+        return f"run-{iteration}"
+
+    def log_metrics(self, run_id, metrics):
+        self.writes.append(("metrics", run_id, metrics))
+
+    def call(self, what, fn, *args):
+        return fn(*args)
+
+
+def test_weigh_decides_without_writing_and_record_decision_writes_it():
+    registry = _Registry(champion="1")
+    decision = weigh(registry, EXP, "2", _Eval("mb", "ev", 0.3), _Eval("ma", "ev", 0.25), PromotionConfig(margin=0.1))
+    reason = "kept champion: v2 pass_rate 0.3000 vs champion v1 0.2500; does not win: +0.0500 vs margin 0.1"
+    assert decision == Decision(False, reason, "2", "1", 0.3, 0.25, "pass_rate", 0.1, "ev")
+    assert registry.writes == []
+    record_decision(registry, EXP, 4, decision)
+    tags = {
+        "aitp.decision": "rejected",
+        "aitp.decision_reason": reason,
+        "aitp.metric": "pass_rate",
+        "aitp.margin": 0.1,
+        "aitp.eval_name": "ev",
+        "aitp.challenger_score": 0.3,
+        "aitp.champion_score": 0.25,
+        "aitp.champion_version": "1",
+        "aitp.decided_at_iteration": 4,
+    }
+    metrics = {"promotion/challenger_score": 0.3, "promotion/champion_score": 0.25, "promotion/promoted": 0.0}
+    assert registry.writes == [
+        ("version tags", "2", tags),
+        ("metrics", "run-4", metrics),
+        ("run tag", "run-4", "aitp.promotion", reason),
+    ]
+
+
+def test_judge_records_every_decision_but_that_of_a_version_already_champion():
+    first = _Registry(champion=None)
+    decision = judge(first, EXP, 0, "2", _Eval("mb", "ev", 0.3), None)
+    assert (
+        decision.promoted
+        and decision.reason == "promoted: v2 pass_rate 0.3000 vs no champion; first model: becomes champion"
+    )
+    assert [w[0] for w in first.writes] == ["version tags", "metrics", "run tag"]
+    wins = _Registry(champion="1")
+    decision = judge(wins, EXP, 1, "2", _Eval("mb", "ev", 0.3), _Eval("ma", "ev", 0.25))
+    assert decision.promoted and decision.reason.endswith("; wins by +0.0500 (margin 0)")
+    held = _Registry(champion="2")
+    decision = judge(held, EXP, 2, "2", _Eval("mb", "ev", 0.3), None)
+    assert decision == Decision(False, "version 2 is already champion", "2", "2", 0.3, 0.3, "pass_rate", 0.0, "ev")
+    assert held.writes == []
+    with pytest.raises(PromotionError, match="different eval sets"):
+        judge(wins, EXP, 1, "2", _Eval("mb", "ev", 0.3), _Eval("ma", "other", 0.25))
 
 
 def test_gate_accepts_a_better_challenger_refuses_a_worse_one_and_rolls_back(loop):

@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from aitp.atomic import publishing_dir
-from aitp.errors import AitpError
+from aitp.errors import CheckpointError
 from aitp.policies.tiny.model import TinyConfig, TinyTransformer
 from aitp.tokenizer import ByteTokenizer
 
@@ -21,10 +21,6 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 POLICY_TYPE = "tiny"
-
-
-class CheckpointError(AitpError):
-    """A checkpoint directory that is incomplete or not of the expected kind."""
 
 
 def is_tiny_checkpoint(path: str | Path) -> bool:

@@ -305,9 +305,9 @@ def evaluate(
 
 def load_checkpoint_policy(checkpoint: Any, device: str | None = None) -> Any:
     """The policy of a checkpoint directory (checked for completeness first) or of any policy spec."""
+    from aitp.checkpoints import verify_checkpoint
     from aitp.policies.loading import load_policy
     from aitp.policies.spec import PolicySpec
-    from aitp.train.checkpoint import verify_checkpoint
 
     spec = PolicySpec.parse(checkpoint)
     path = spec.local_path() if spec.path else None

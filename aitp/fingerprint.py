@@ -5,6 +5,8 @@ that merely describes how it came to be: `training.json` (seconds, absolute path
 lineage, the resumable ZeRO state, and the free-form `meta` block or `_name_or_path` of a
 `config.json`. So a run resumed after a crash, or the same recipe run in another home, names its
 models exactly as the clean run did, and the lake's `model_in`/`model_out` join across homes.
+Which files are descriptive is the checkpoint formats' word (`aitp.checkpoints`); the id of a policy
+spec, a checkpoint's or a server's, is `aitp.policies.spec.model_id`.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+
+from aitp.checkpoints import CONFIG_FILE, EXAMPLES_FILE, RECORD_FILE, ZERO_DIR
 
 WHOLE_FILE_LIMIT = 64 << 20
 """Files above this contribute their size, first and last MiB: fast on multi-GB weights."""
-DESCRIPTIVE_FILES = frozenset({"training.json", "examples.jsonl"})
-DESCRIPTIVE_DIRS = frozenset({"zero"})
+DESCRIPTIVE_FILES = frozenset({RECORD_FILE, EXAMPLES_FILE})
+DESCRIPTIVE_DIRS = frozenset({ZERO_DIR})
 DESCRIPTIVE_CONFIG_KEYS = frozenset({"meta", "_name_or_path"})
 
 
@@ -52,7 +55,7 @@ def fingerprint(path: str | Path) -> str:
     digest = hashlib.sha256()
     for f in _files(path):
         name = f.relative_to(path).as_posix() if path.is_dir() else f.name
-        if f.name == "config.json":
+        if f.name == CONFIG_FILE:
             body = _config_bytes(f)
             digest.update(f"{name}:{len(body)}".encode())
             digest.update(body)
@@ -67,14 +70,3 @@ def fingerprint(path: str | Path) -> str:
             fh.seek(-(1 << 20), 2)
             digest.update(fh.read())
     return digest.hexdigest()[:12]
-
-
-def model_id(policy: Any) -> str:
-    """The id the lake records for a policy: a checkpoint's content id, else the spec itself as text."""
-    from aitp.policies.spec import PolicySpec
-
-    spec = PolicySpec.parse(policy)
-    local = spec.local_path()
-    if local is not None and local.exists():
-        return fingerprint(local)
-    return spec.label()

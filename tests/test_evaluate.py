@@ -4,6 +4,7 @@ import shutil
 
 import pytest
 
+from aitp.checkpoints import CheckpointError, verify_checkpoint
 from aitp.evaluate import (
     EvalConfig,
     EvalSetChangedError,
@@ -14,7 +15,6 @@ from aitp.evaluate import (
     wilson,
 )
 from aitp.lake import connect
-from aitp.train.checkpoint import CheckpointError, verify_checkpoint
 from tests.train.helpers import SYSTEM, tiny_base
 
 CONFIG = EvalConfig(tasks=["basic_arithmetic", "leg_counting"], n_per_task=4, max_tokens=8, system_prompt=SYSTEM)

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from aitp.errors import AitpError
-from aitp.fingerprint import model_id
 from aitp.lake.heal import REPAIRED
 from aitp.loop import stages
 from aitp.loop.experiment import LoopRun, now
+from aitp.policies.spec import model_id
 from aitp.train.data import NoTrainingDataError
 
 Event = Callable[[str, dict[str, Any]], None]

@@ -92,7 +92,7 @@ def starting_policy(run: LoopRun, iteration: int) -> PolicySpec:
     """The model an iteration starts from: the one it recorded when it first started, else the champion, else
     the configured policy. A redo after `lake check --repair` must start where the first attempt did, even when
     later iterations have crowned another champion since: its rollouts then come back the same."""
-    from aitp.fingerprint import model_id
+    from aitp.policies.spec import model_id
 
     recorded = (iteration_row(run, iteration) or {}).get("model_in")
     version = version_of_model(run, recorded) if recorded else None
@@ -141,7 +141,8 @@ def version_of_model(run: LoopRun, model: str) -> Any:
 def train_stage(run: LoopRun, iteration: int, base: PolicySpec, client: Any = None) -> Path:
     """Train the iteration's checkpoint from `base` (skipped when a complete checkpoint is there); a training over
     several nodes runs on the workers of the Dask cluster `client`."""
-    from aitp.train.checkpoint import CheckpointError, checkpoint_dir, verify_checkpoint
+    from aitp.checkpoints import CheckpointError, verify_checkpoint
+    from aitp.train.checkpoint import checkpoint_dir
 
     out = checkpoint_dir(run.home, run.experiment, iteration)
     try:
@@ -154,7 +155,7 @@ def train_stage(run: LoopRun, iteration: int, base: PolicySpec, client: Any = No
 
 def train_figures(checkpoint: Path) -> dict[str, Any]:
     """What the iteration's row records of its training: grpo's sampler/trainer log-prob gap, when measured."""
-    from aitp.train.checkpoint import read_record
+    from aitp.checkpoints import read_record
 
     gap = read_record(checkpoint).get("logprob_gap")
     return {} if gap is None else {"logprob_gap": gap}

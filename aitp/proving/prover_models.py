@@ -9,7 +9,8 @@ Layout of a checkpoint directory (assembled in a hidden sibling and renamed into
 - `generator/` (only when the policy is generative): the generative tactic model's policy checkpoint
   (`aitp.proving.tactic_generator`); its tactics replace the ranked fixed set in every search.
 Its version is the content fingerprint of the directory, as for every other aitp checkpoint, so the
-same weights and settings get the same version however and wherever they were trained.
+same weights and settings get the same version however and wherever they were trained. The file names,
+and the check the registry runs before it trusts a checkpoint, live in `aitp.checkpoints`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,17 @@ from typing import Any
 
 import numpy as np
 
-from aitp.atomic import publish_json, publishing_dir
+from aitp.atomic import publishing_dir
+from aitp.checkpoints import (
+    CRITIC_FILE,
+    GENERATOR_DIR,
+    PREMISE_FILE,
+    PROVER_FORMAT,
+    PROVER_MANIFEST,
+    RANKER_FILE,
+    read_record,
+    write_record,
+)
 from aitp.errors import CheckpointError
 from aitp.fingerprint import fingerprint
 from aitp.proving.candidates import CandidateGenerator
@@ -33,11 +44,6 @@ from aitp.proving.search.base import TacticPolicy
 from aitp.proving.tactic_ranker import RankerConfig, TacticRanker
 from aitp.proving.theorem_set import TheoremSet
 
-FORMAT = "aitp-prover-models"
-MANIFEST, RANKER_FILE, PREMISE_FILE = "prover_models.json", "tactic_ranker.npy", "premise_ranker.pt"
-CRITIC_FILE = "goal_critic.npy"
-GENERATOR_DIR = "generator"
-RECORD_FILE = "training.json"  # how it was trained: descriptive, so not part of the version
 UNTRAINED = "untrained"
 
 
@@ -97,7 +103,7 @@ class ProverModels:
         """Write the checkpoint directory atomically; returns its version (content fingerprint)."""
         path = Path(path)
         manifest = {
-            "format": FORMAT,
+            "format": PROVER_FORMAT,
             "backend": self.backend,
             "ranker": asdict(self.ranker.config),
             "settings": asdict(self.settings),
@@ -105,12 +111,12 @@ class ProverModels:
         if self.critic is not None:  # absent otherwise, so checkpoints without a critic keep their versions
             manifest["critic"] = asdict(self.critic.config)
         with publishing_dir(path, "prover") as staging:
-            (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+            (staging / PROVER_MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
             np.save(staging / RANKER_FILE, self.ranker.weights)
             if self.critic is not None:
                 np.save(staging / CRITIC_FILE, self.critic.weights)
             self.premise_scorer.save(staging / PREMISE_FILE)
-            publish_json(staging / RECORD_FILE, self.record)
+            write_record(staging, self.record)
             if self.generator is not None:
                 shutil.copytree(self.generator, staging / GENERATOR_DIR)
         self.generator = path / GENERATOR_DIR if self.generator is not None else None
@@ -124,36 +130,18 @@ def new_premise_scorer(library: TheoremSet, settings: PolicySettings) -> Premise
     return PremiseScorer(statements, dim=settings.premise_dim, buckets=settings.premise_buckets)
 
 
-def verify_prover_checkpoint(path: str | Path) -> str:
-    """ "prover" for a complete prover checkpoint directory (before the registry trusts it); a one-line error else."""
-    path = Path(path)
-    try:
-        manifest = json.loads((path / MANIFEST).read_text())
-    except (OSError, ValueError):
-        raise CheckpointError(f"prover checkpoint {path} has an unreadable {MANIFEST}: train it again") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a prover checkpoint ({MANIFEST} format is not {FORMAT!r}): train again")
-    needed = (RANKER_FILE, PREMISE_FILE, *((CRITIC_FILE,) if "critic" in manifest else ()))
-    missing = [f for f in needed if not (path / f).is_file()]
-    if missing:
-        raise CheckpointError(f"prover checkpoint {path} has no {', '.join(missing)}: it is incomplete, train again")
-    if (path / GENERATOR_DIR).exists():
-        from aitp.train.policy_files import verify_policy_checkpoint
-
-        verify_policy_checkpoint(path / GENERATOR_DIR)  # a generative policy must load before the registry trusts it
-    return "prover"
-
-
 def load_prover_models(path: str | Path, library: TheoremSet) -> ProverModels:
     """Load and validate a checkpoint written by `ProverModels.save` (or by a user's training command)."""
     path = Path(path)
-    manifest_file = path / MANIFEST
+    manifest_file = path / PROVER_MANIFEST
     if not manifest_file.is_file():
-        raise CheckpointError(f"{path} is not a prover checkpoint (no {MANIFEST}): write it with ProverModels.save")
+        raise CheckpointError(
+            f"{path} is not a prover checkpoint (no {PROVER_MANIFEST}): write it with ProverModels.save"
+        )
     try:
         manifest = json.loads(manifest_file.read_text())
-        if manifest.get("format") != FORMAT:
-            raise ValueError(f"format is {manifest.get('format')!r}, not {FORMAT!r}")
+        if manifest.get("format") != PROVER_FORMAT:
+            raise ValueError(f"format is {manifest.get('format')!r}, not {PROVER_FORMAT!r}")
         config = RankerConfig(**manifest["ranker"])
         settings = PolicySettings(**manifest["settings"])
         weights = np.load(path / RANKER_FILE, allow_pickle=False)
@@ -169,7 +157,6 @@ def load_prover_models(path: str | Path, library: TheoremSet) -> ProverModels:
             f"prover checkpoint {path} is for {manifest.get('backend')}, not {library.backend}: "
             "train it on this backend"
         )
-    record_file = path / RECORD_FILE
-    record = json.loads(record_file.read_text()) if record_file.is_file() else {}
+    record = read_record(path)
     generator = path / GENERATOR_DIR if (path / GENERATOR_DIR).is_dir() else None
     return ProverModels(library.backend, ranker, scorer, settings, fingerprint(path), record, critic, generator)

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from aitp.checkpoints import read_record, write_record
 from aitp.policies.spec import PolicySpec
 from aitp.proving.env import Goal
 from aitp.proving.generative import GenerativeTacticPolicy, goal_prompt
@@ -129,8 +130,6 @@ def train_tactic_generator(
 
 def generator_settings(spec: PolicySpec | str | Path) -> GeneratorSettings:
     """The prompt settings a checkpoint was trained with (defaults for a fresh model or a foreign checkpoint)."""
-    from aitp.train.checkpoint import read_record
-
     path = PolicySpec.parse(spec).local_path()
     recorded = read_record(path).get("meta", {}).get(RECORD_KEY) if path is not None and path.is_dir() else None
     return GeneratorSettings.from_dict(recorded) if recorded else GeneratorSettings()
@@ -194,9 +193,7 @@ def prepare_generator(
         from aitp.policies.tiny import save_checkpoint
 
         save_checkpoint(staged, load_policy(spec, device="cpu").model, meta={"untrained": True})
-    from aitp.train.checkpoint import RECORD_FILE, read_record
-
     record = read_record(staged)  # the prompt settings must reach search for an untrained model too
     record.setdefault("meta", {})[RECORD_KEY] = asdict(settings) | {"backend": backend}
-    (staged / RECORD_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
+    write_record(staged, record)
     return staged

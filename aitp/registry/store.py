@@ -270,7 +270,7 @@ class Registry:
         self, experiment: str, iteration: int, checkpoint: str | Path, flow_run_id: str | None = None
     ) -> str:
         """Log a trained checkpoint's config (params), losses and throughput (metrics) and record to its run."""
-        from aitp.train.checkpoint import read_record
+        from aitp.checkpoints import read_record
 
         record = read_record(checkpoint)
         run_id = self.iteration_run(experiment, iteration, flow_run_id)
@@ -306,8 +306,8 @@ class Registry:
         self, experiment: str, iteration: int, checkpoint: str | Path, flow_run_id: str | None = None
     ) -> ModelVersion:
         """Log a checkpoint as an artifact of the iteration's run, register it, and point `challenger` at it."""
+        from aitp.checkpoints import ZERO_DIR, verify_checkpoint
         from aitp.fingerprint import fingerprint
-        from aitp.train.checkpoint import ZERO_DIR, verify_checkpoint
 
         checkpoint = Path(checkpoint).resolve()
         verify_checkpoint(checkpoint)
@@ -379,7 +379,7 @@ class Registry:
 
     def checkpoint_path(self, mv: ModelVersion) -> Path:
         """A local directory holding the version's weights: where it was trained, else downloaded."""
-        from aitp.train.checkpoint import CheckpointError, verify_checkpoint
+        from aitp.checkpoints import CheckpointError, verify_checkpoint
 
         if mv.checkpoint:
             try:

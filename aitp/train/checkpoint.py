@@ -1,46 +1,28 @@
-"""Trained checkpoints: directories the policy backends load directly, checked before anyone trusts them.
+"""Trained checkpoints: where `train` puts them, how it saves the weights, and how it reads a ZeRO state back.
 
 Layout of `<home>/checkpoints/<experiment>/iter-<k>/`:
-- the policy's own files: `config.json` + `model.safetensors` + `tokenizer.json` (tiny), or a
-  `save_pretrained` directory (Hugging Face, LoRA adapters merged in);
+- the policy's own files: a tiny checkpoint, or a `save_pretrained` directory (Hugging Face, LoRA adapters
+  merged in);
 - `training.json`: config, base model, losses, tokens, strategy; `examples.jsonl`: every example
   with its keep reason and threshold (lineage);
 - `zero/` (DeepSpeed only): the resumable ZeRO state; the weights beside it are its fp32 consolidation.
-A checkpoint is assembled in a hidden sibling directory and renamed into place.
+The file names, the checks of every kind (the prover's too) and the training record are the formats'
+(`aitp.checkpoints`). A checkpoint is assembled in a hidden sibling directory and renamed into place.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from aitp.errors import CheckpointError
-from aitp.train.policy_files import verify_policy_checkpoint
-
-ZERO_DIR = "zero"
-RECORD_FILE = "training.json"
-EXAMPLES_FILE = "examples.jsonl"
 
 
 def checkpoint_dir(home: str | Path, experiment: str, iteration: int) -> Path:
     """Where `train` writes the checkpoint of an iteration."""
     return Path(home) / "checkpoints" / experiment / f"iter-{iteration:03d}"
-
-
-def verify_checkpoint(path: str | Path) -> str:
-    """The backend ("tiny", "hf" or "prover") of a complete checkpoint directory; a one-line error otherwise."""
-    path = Path(path)
-    if not path.is_dir():
-        raise CheckpointError(f"checkpoint {path} does not exist: train it first (aitp train) or pass another path")
-    from aitp.proving.prover_models import MANIFEST as PROVER_MANIFEST
-    from aitp.proving.prover_models import verify_prover_checkpoint
-
-    if (path / PROVER_MANIFEST).is_file():  # the prover's models
-        return verify_prover_checkpoint(path)
-    return verify_policy_checkpoint(path)
 
 
 def save_policy(trainable: Any, path: Path, meta: dict[str, Any]) -> Path:
@@ -79,17 +61,3 @@ def consolidate_zero(zero_dir: Path, module: torch.nn.Module) -> torch.nn.Module
             f"{len(unexpected)} unexpected keys, e.g. {(missing or unexpected)[0]}): train again from the same base"
         )
     return module
-
-
-def write_record(path: Path, record: dict[str, Any], examples: list[dict[str, Any]]) -> None:
-    """Write `training.json` and `examples.jsonl` into a checkpoint directory."""
-    (path / RECORD_FILE).write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
-    with (path / EXAMPLES_FILE).open("w", encoding="utf-8") as out:
-        for ex in examples:
-            out.write(json.dumps(ex, default=str) + "\n")
-
-
-def read_record(path: str | Path) -> dict[str, Any]:
-    """The `training.json` of a checkpoint ({} when it has none, e.g. a base model)."""
-    record = Path(path) / RECORD_FILE
-    return json.loads(record.read_text()) if record.is_file() else {}

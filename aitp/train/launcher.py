@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from aitp.atomic import staging_dir
+from aitp.checkpoints import EXAMPLES_FILE, read_record
 from aitp.errors import AitpError
-from aitp.train.checkpoint import EXAMPLES_FILE, read_record
 from aitp.train.config import TrainConfig
 
 RANK_MODULE = "aitp.train.run"

@@ -25,15 +25,8 @@ from typing import Any
 import torch
 
 from aitp.atomic import publish_dir, staging_dir
-from aitp.train.checkpoint import (
-    ZERO_DIR,
-    CheckpointError,
-    checkpoint_dir,
-    consolidate_zero,
-    read_record,
-    save_policy,
-    write_record,
-)
+from aitp.checkpoints import ZERO_DIR, read_record, write_record
+from aitp.train.checkpoint import CheckpointError, checkpoint_dir, consolidate_zero, save_policy
 from aitp.train.config import TrainConfig
 from aitp.train.launcher import check_written, job_file, launch_here, launch_on_nodes, read_job
 from aitp.train.module import (
@@ -97,7 +90,7 @@ def _spec_of(base: Any) -> dict[str, Any]:
 
 
 def _base_version(base: Any) -> str:
-    from aitp.fingerprint import model_id
+    from aitp.policies.spec import model_id
 
     return model_id(base)
 

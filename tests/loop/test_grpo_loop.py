@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from aitp.checkpoints import RECORD_FILE
 from aitp.configs import load_config
 from aitp.lake import read_iteration
 from aitp.loop import LoopConfig, open_experiment, run_iteration
 from aitp.loop.stats import champion_gain
-from aitp.train.checkpoint import RECORD_FILE, checkpoint_dir
+from aitp.train.checkpoint import checkpoint_dir
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from distributed import Client
 
+from aitp.checkpoints import RECORD_FILE
 from aitp.configs import load_config
 from aitp.loop import LoopConfig, open_experiment, run_iteration
 from aitp.rollouts.cluster import local_cluster
-from aitp.train.checkpoint import RECORD_FILE, checkpoint_dir
+from aitp.train.checkpoint import checkpoint_dir
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

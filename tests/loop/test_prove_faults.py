@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from aitp.checkpoints import CheckpointError, verify_checkpoint
 from aitp.lake import committed_shards, connect, read_iteration
-from aitp.train.checkpoint import CheckpointError, checkpoint_dir, verify_checkpoint
+from aitp.train.checkpoint import checkpoint_dir
 from tests.loop.helpers import env, run_aitp, run_and_kill
 from tests.loop.test_proving import PROVE
 

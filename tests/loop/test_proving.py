@@ -179,7 +179,7 @@ def test_no_valid_theorem_or_unchecked_proof_reaches_training_data(two_iteration
 def test_a_cut_prover_checkpoint_is_refused(two_iterations, tmp_path):
     import shutil
 
-    from aitp.train.checkpoint import CheckpointError, verify_checkpoint
+    from aitp.checkpoints import CheckpointError, verify_checkpoint
 
     home, _, _ = two_iterations
     cut = shutil.copytree(home / "checkpoints" / "prove-mini" / "iter-001", tmp_path / "cut")
@@ -233,8 +233,9 @@ def test_a_generative_loop_trains_its_generator_on_rechecked_train_proofs(tmp_pa
     ranked exploration), fine-tunes the generator on the re-checked train proofs, evaluates it alone, gates it."""
     import json
 
+    from aitp.checkpoints import GENERATOR_DIR
     from aitp.proving.generative import GenerativeTacticPolicy
-    from aitp.proving.prover_models import GENERATOR_DIR, load_prover_models
+    from aitp.proving.prover_models import load_prover_models
     from aitp.proving.theorem_set import split_of
     from aitp.proving.theorems import load_theorem_set
 

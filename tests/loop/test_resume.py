@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from aitp.checkpoints import CheckpointError, verify_checkpoint
 from aitp.lake import committed_shards, read_iteration
 from aitp.loop.experiment import resume_config
-from aitp.train.checkpoint import CheckpointError, checkpoint_dir, verify_checkpoint
+from aitp.train.checkpoint import checkpoint_dir
 from tests.loop.helpers import MINI, champion_weights, env, lake_counts, run_aitp, run_and_kill, weights_hash
 
 pytestmark = pytest.mark.slow  # real processes: a Prefect server, killed workers or writers

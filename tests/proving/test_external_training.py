@@ -60,8 +60,8 @@ def test_failures_of_the_command_are_typed_and_logged(coq_trace_lake, tmp_path):
 
 def test_a_corrupt_checkpoint_is_refused(coq_trace_lake, tmp_path):
     _, library, *_ = coq_trace_lake
-    from aitp.proving.prover_models import RANKER_FILE, ProverModels
-    from aitp.train.checkpoint import CheckpointError
+    from aitp.checkpoints import RANKER_FILE, CheckpointError
+    from aitp.proving.prover_models import ProverModels
 
     models = ProverModels.untrained("coq", library)
     version = models.save(tmp_path / "ckpt")

@@ -7,10 +7,11 @@ import json
 import numpy as np
 import pytest
 
+from aitp.checkpoints import CRITIC_FILE, PROVER_MANIFEST, verify_prover_checkpoint
 from aitp.errors import CheckpointError
 from aitp.proving.env import Goal, Theorem
 from aitp.proving.goal_critic import GoalCritic, fit_critic
-from aitp.proving.prover_models import CRITIC_FILE, MANIFEST, ProverModels, load_prover_models, verify_prover_checkpoint
+from aitp.proving.prover_models import ProverModels, load_prover_models
 from aitp.proving.theorem_set import TheoremSet
 
 GOALS = ["b : bool\n⊢ b && true = b", "l : list nat\n⊢ rev (rev l) = l", "⊢ true = true", "n : nat\n⊢ n * 0 = 0"]
@@ -45,7 +46,7 @@ def test_the_critic_round_trips_and_its_weights_make_the_version(tmp_path):
     untrained = ProverModels.untrained("coq", library)
     untrained.save(tmp_path / "d")
     assert not (tmp_path / "d" / CRITIC_FILE).exists() and "critic" not in json.loads(
-        (tmp_path / "d" / MANIFEST).read_text()
+        (tmp_path / "d" / PROVER_MANIFEST).read_text()
     )
     assert load_prover_models(tmp_path / "d", library).critic is None
 

@@ -110,11 +110,11 @@ def test_trained_generator_proposes_the_proofs_tactics(coq_trace_lake, tmp_path)
 
 def test_a_prover_checkpoint_carries_its_generator(coq_trace_lake, tmp_path):
     """Saved with the prover models, verified with them, loaded back as the policy of any search."""
+    from aitp.checkpoints import GENERATOR_DIR, CheckpointError, verify_checkpoint
     from aitp.proving.generative import GenerativeTacticPolicy, InterleavedPolicy
-    from aitp.proving.prover_models import GENERATOR_DIR, ProverModels, load_prover_models
+    from aitp.proving.prover_models import ProverModels, load_prover_models
     from aitp.proving.ranked_policy import Exploration, RankedTacticPolicy
     from aitp.proving.tactic_generator import prepare_generator
-    from aitp.train.checkpoint import CheckpointError, verify_checkpoint
 
     _, library, *_ = coq_trace_lake
     settings = GeneratorSettings(max_goal_chars=128)

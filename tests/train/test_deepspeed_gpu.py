@@ -20,11 +20,11 @@ try:
 except ImportError:  # a GPU image without pytest runs this file as a module (see the docstring)
     pytest = None
 
+from aitp.checkpoints import ZERO_DIR, verify_checkpoint
 from aitp.policies.base import SamplingParams
 from aitp.policies.loading import load_policy
 from aitp.policies.tiny import TinyConfig, TinyTransformer, chat_example, save_checkpoint
 from aitp.tokenizer import ByteTokenizer
-from aitp.train.checkpoint import ZERO_DIR, verify_checkpoint
 from aitp.train.config import TrainConfig
 from aitp.train.run import fit
 

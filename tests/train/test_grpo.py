@@ -5,9 +5,9 @@ import json
 import pytest
 import torch
 
+from aitp.checkpoints import RECORD_FILE
 from aitp.policies.base import SamplingParams
 from aitp.policies.loading import load_policy
-from aitp.train.checkpoint import RECORD_FILE
 from aitp.train.config import TrainConfig
 from aitp.train.data import NoTrainingDataError, select_examples
 from aitp.train.grpo import clipped_surrogate, group_advantages, logprob_gap

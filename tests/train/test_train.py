@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
+from aitp.checkpoints import EXAMPLES_FILE, RECORD_FILE, verify_checkpoint
 from aitp.errors import AitpError
 from aitp.policies.base import SamplingParams
 from aitp.policies.loading import load_policy
-from aitp.train.checkpoint import EXAMPLES_FILE, RECORD_FILE, verify_checkpoint
 from aitp.train.config import TrainConfig
 from aitp.train.run import fit, train
 from tests.train.helpers import SYSTEM, hf_llama_base, rollout_rows, tiny_base, write_items, write_rollouts

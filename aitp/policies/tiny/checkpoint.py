@@ -1,6 +1,6 @@
 """A tiny-model checkpoint is a directory: `config.json` (sizes, metadata), `model.safetensors`,
-`tokenizer.json`. It is written to a staging directory and renamed into place, so a reader never
-sees half a checkpoint.
+`tokenizer.json`, the names and the checks of `aitp.checkpoints`. It is written to a staging directory
+and renamed into place, so a reader never sees half a checkpoint.
 """
 
 from __future__ import annotations
@@ -13,25 +13,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from aitp.atomic import publishing_dir
+from aitp.checkpoints import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, is_tiny_checkpoint, tiny_config
 from aitp.errors import CheckpointError
 from aitp.policies.tiny.model import TinyConfig, TinyTransformer
 from aitp.tokenizer import ByteTokenizer
-
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-TOKENIZER_FILE = "tokenizer.json"
-POLICY_TYPE = "tiny"
-
-
-def is_tiny_checkpoint(path: str | Path) -> bool:
-    """Whether `path` is a directory holding a tiny-model checkpoint."""
-    config = Path(path) / CONFIG_FILE
-    if not config.is_file():
-        return False
-    try:
-        return json.loads(config.read_text()).get("aitp_policy") == POLICY_TYPE
-    except (json.JSONDecodeError, AttributeError):
-        return False
 
 
 def save_checkpoint(
@@ -46,7 +31,7 @@ def save_checkpoint(
         state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
         save_file(state, str(staging / WEIGHTS_FILE))
         (tokenizer or ByteTokenizer()).save(staging / TOKENIZER_FILE)
-        config = {"aitp_policy": POLICY_TYPE, "format": 1, "model": model.config.to_dict(), "meta": meta or {}}
+        config = tiny_config(model.config.to_dict(), meta or {})
         (staging / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True))
     return path
 

@@ -40,7 +40,9 @@ class StageTrainConfig(TrainConfig):
     """
 
     threshold: float | None = None
+    """Set by the loop from `rollouts.threshold` (a value here is refused)."""
     seed: int | None = None
+    """Set by the loop: `seed * 1000 + iteration` (a value here is refused)."""
 
     @field_validator("threshold", "seed", mode="before")
     @classmethod
@@ -63,7 +65,9 @@ class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: str
+    """A reasoning-gym task name (basic_arithmetic, spell_backward, ...)."""
     config: dict[str, Any] = Field(default_factory=dict)
+    """Overrides of the task's reasoning-gym dataset config (min_word_len, max_terms, ...)."""
     demonstrations: int | None = Field(None, ge=0)
     """Demonstrations of this task for the warm start (None: the loop's `demonstrations_per_task`)."""
 
@@ -89,9 +93,13 @@ class RolloutConfig(BaseModel):
     fresh_items: bool = True
     """Each iteration rolls out on items not used before (else on the demonstration items again)."""
     group_size: int = Field(8, ge=1)
+    """Samples per item: a group, which the filter keeps or drops whole and grpo takes its baseline over."""
     temperature: float = Field(1.0, ge=0.0)
+    """Sampling temperature of the rollouts."""
     top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling's probability mass (1: off)."""
     max_tokens: int = Field(64, ge=1)
+    """Most tokens per completion."""
     threshold: float = Field(SEED_THRESHOLD, lt=1.0)
     """A group is kept when a sample scores above this (the seed's rollout_save_score_threshold); training
     then takes the kept samples above it (the loop's one threshold: train configs may not set their own).
@@ -144,10 +152,15 @@ class LoopEvalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: str = Field("heldout", pattern=r"^[A-Za-z0-9_-]+$", max_length=MAX_NAME_LENGTH)
+    """The held-out set's name in the lake (`evals.eval_name`)."""
     n_per_task: int = Field(100, ge=1)
+    """Held-out questions per task (never among the training items)."""
     temperature: float = Field(0.0, ge=0.0)
+    """0: greedy answers."""
     max_tokens: int = Field(64, ge=1)
+    """Most tokens per answer."""
     batch_size: int = Field(64, ge=1)
+    """Questions per sampling call."""
 
 
 PROVER_BACKENDS = ("coq", "hol-light")
@@ -161,8 +174,11 @@ class GeneratorConfig(BaseModel):
     base: str | None = None
     """A policy spec (a Hugging Face checkpoint path on a GPU, a tiny checkpoint...); None: a fresh built-in model."""
     steps: int = Field(300, ge=1)
+    """Fine-tuning optimizer steps per iteration."""
     batch_size: int = Field(16, ge=1)
+    """Examples per step."""
     lr: float = Field(1e-3, gt=0.0)
+    """Peak learning rate of AdamW."""
     max_goal_chars: int | None = Field(256, ge=16)
     """The goal's last characters in the prompt (None: all of it)."""
     samples_per_tactic: int = Field(2, ge=1)
@@ -194,21 +210,27 @@ class ProvingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     backend: Literal["coq", "hol-light"] = "coq"
+    """The interactive prover whose theorems are searched and whose kernel checks every proof."""
     theorems: str | None = None
     """A named theorem set (coq-stdlib, hol-core) or a JSONL file; None: the backend's default set."""
     train_slice: int = Field(100, ge=1)
     """Train theorems searched per iteration (successive slices of a fixed seeded order)."""
     search: Literal["bestfs", "bfs", "htps", "fringe", "updown"] = "bestfs"
+    """The proof search (`aitp.proving.search`): best-first, breadth-first, HTPS, fringe or up-down."""
     train_expansions: int = Field(8, ge=1)
+    """Node expansions per train theorem's search."""
     train_tactics_per_goal: int = Field(10, ge=1)
     """The cut on the train slice: wider than at evaluation, so new kinds of proofs are found."""
     explore: float = Field(1.0, ge=0.0)
     """Gumbel temperature of the candidate order on the train slice (0: greedy)."""
     eval_name: str = Field("valid", pattern=r"^[A-Za-z0-9_-]+$", max_length=MAX_NAME_LENGTH)
+    """The evaluation's name in the lake."""
     valid_theorems: int = Field(100, ge=1)
     """The first valid-split theorems (library order): the fixed set every model is evaluated on."""
     eval_expansions: int = Field(8, ge=1)
+    """Node expansions per valid theorem's search: the fixed budget every model is evaluated at."""
     eval_tactics_per_goal: int = Field(4, ge=1)
+    """Tactics tried per goal at evaluation."""
     tactic_timeout: float = Field(2.0, gt=0.0)
     """Seconds one tactic may run (HOL Light counts its session's CPU seconds: load does not cause timeouts)."""
     prover_seconds: float = Field(60.0, gt=0.0)
@@ -222,6 +244,7 @@ class ProvingConfig(BaseModel):
     {experiment} {iteration} {out}) run instead of the built-in refit; the checkpoint it writes into {out} is
     validated, registered and gated like ours (`aitp.proving.external_training`). None: the built-in refit."""
     train_command_timeout_s: float = Field(3600.0, gt=0.0)
+    """Seconds `train_command` may run before it is stopped and the iteration fails."""
     tactic_policy: Literal["ranked", "generative"] = "ranked"
     """ranked: the tactic ranker over the fixed tactic set; generative: a language model writes the tactics
     (fine-tuned each iteration on the re-checked train proofs, from its base, gated on the valid split alike)."""
@@ -331,6 +354,7 @@ class LoopConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     experiment: str = Field("quickstart", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=MAX_NAME_LENGTH)
+    """The experiment's name: its registry model, lake partitions and checkpoint folder."""
     seed: int = Field(0, ge=0, le=MAX_SEED)
     """Seeds items, the held-out set, initialisation, sampling and training (iteration k trains with
     `seed * 1000 + k`, so the seed is at most MAX_SEED)."""
@@ -353,12 +377,15 @@ class LoopConfig(BaseModel):
     demonstrations_per_task: int = Field(150, ge=0)
     """Train items whose gold answers the warm start imitates (0: no warm start, iteration 0 self-trains)."""
     rollouts: RolloutConfig = Field(default_factory=RolloutConfig)
+    """How the champion acts on train items (sampling groups) and how acting fans out over Dask."""
     warm_start: StageTrainConfig = Field(default_factory=lambda: StageTrainConfig(demonstrations_only=True))
     """Iteration 0's training (demonstrations_only)."""
     self_train: StageTrainConfig = Field(default_factory=StageTrainConfig)
     """Iterations 1..N; demonstrations_only here makes the control (no rollouts, demonstrations again)."""
     eval: LoopEvalConfig = Field(default_factory=LoopEvalConfig)
+    """The fixed held-out set every model is compared on."""
     promotion: PromotionConfig = Field(default_factory=PromotionConfig)
+    """When a challenger replaces the champion."""
     mode: Literal["self_train", "control"] = "self_train"
     """Informational label shown in reports; the control is defined by self_train.demonstrations_only."""
 

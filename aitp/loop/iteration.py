@@ -13,7 +13,7 @@ import contextvars
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aitp.errors import AitpError
@@ -57,6 +57,36 @@ def broadcast(*listeners: Event) -> Event:
     return emit
 
 
+@dataclass
+class _Pass:
+    """One attempt at an iteration: what its stages share."""
+
+    run: LoopRun
+    iteration: int
+    client: Any
+    steps: Stages
+    on_event: Event
+    flow_run_id: str | None
+    row: dict[str, Any]
+    """The iteration's row as this attempt found it (a resumed iteration's says what was done)."""
+    base: Any
+    """The model the iteration trains from."""
+    started: float = field(default_factory=time.perf_counter)
+    mlflow_run_id: str | None = None
+    kept_rate: float | None = None
+    acted: dict[str, float] = field(default_factory=dict)
+    """The environment's own figures of what acting produced (ActSummary.details), for MLflow."""
+
+    @property
+    def decided(self) -> bool:
+        """A repair took shards of an iteration that had decided: regenerate them, keep the decision and champion
+        it recorded (later iterations may have crowned another champion since; deciding again would differ)."""
+        return self.row.get("status") == REPAIRED and self.row.get("promoted") is not None
+
+    def timed(self, name: str, fn: Stage, *args: Any) -> Any:
+        return _timer(self.iteration, self.on_event)(name, fn, *args)
+
+
 def run_iteration(
     run: LoopRun,
     iteration: int,
@@ -66,90 +96,104 @@ def run_iteration(
     flow_run_id: str | None = None,
 ) -> dict[str, Any]:
     """Run (or finish) iteration k: every stage committed before is reused; return the iteration's row."""
-    started = time.perf_counter()
-    env = run.environment
     row = stages.iteration_row(run, iteration) or {}
     if row.get("status") == "done":
         on_event("iteration", {"iteration": iteration, "row": row, "reused": True})
         return row
-    # A repair took shards of an iteration that had decided: regenerate them, keep the decision and champion
-    # it recorded (later iterations may have crowned another champion since; deciding again would differ).
-    decided = row.get("status") == REPAIRED and row.get("promoted") is not None
-    mlflow_run_id = run.registry.iteration_run(run.experiment, iteration, flow_run_id)
-    base = stages.starting_policy(run, iteration)
-    stages.record(
-        run,
-        iteration,
-        flow_run_id=flow_run_id,
-        flow_run_name=run.flow_run_name(iteration),
-        mlflow_run_id=mlflow_run_id,
-        config_hash=run.config_hash,
-        config_json=run.config.model_dump(mode="json"),
-        code_version=run.code_version,
-        model_in=model_id(base),
-        status="running",
-        started_at=row.get("started_at") or now(),
-    )
-
-    timed = _timer(iteration, on_event)
-    if env.commits_items(iteration):
-        timed("items", steps.items, run, iteration)
-    kept_rate, acted = None, {}
-    if env.acts(iteration):
-        sampler = stages.acting_policy(run, iteration)
-        lag = _checked_lag(run, iteration)
-        _act(run, iteration, sampler, client, steps, on_event, timed)
-        summary = stages.act_summary(run, iteration)
-        kept_rate = summary.kept_rate
-        acted = {f"loop/act/{k}": float(v) for k, v in summary.details.items() if _is_number(v)}
-        acted["loop/act/policy_lag"] = float(lag)
-        on_event("rollouts", {"iteration": iteration, **summary.details, "text": summary.text})
-        lineage = {"rollouts_model": model_id(sampler), "policy_lag": lag}
-        stages.record(run, iteration, stage="rollouts", kept_group_rate=kept_rate, **lineage)
-        if not summary.kept:
-            return _skip_training(run, iteration, summary.nothing_kept, kept_rate, steps, on_event, decided)
-    released = env.release(iteration, client)  # a worker sharing the training's card gives its decoder memory back
+    it = _Pass(run, iteration, client, steps, on_event, flow_run_id, row, stages.starting_policy(run, iteration))
+    _open(it)
+    skipped = _act_stage(it)
+    if skipped is not None:
+        return skipped
+    released = run.environment.release(iteration, client)  # a worker sharing the card gives its decoder memory back
     if released:
         on_event("released", {"iteration": iteration, "text": released})
     ahead = _act_ahead(run, iteration, client, steps, on_event)
     try:
-        try:
-            checkpoint = timed("train", steps.train, run, iteration, base, client)
-        except NoTrainingDataError as exc:  # nothing kept: the champion stays, the loop goes on
-            _join(ahead)
-            return _skip_training(run, iteration, str(exc), kept_rate, steps, on_event, decided)
-        stages.record(run, iteration, stage="train", **stages.train_figures(checkpoint))
-        version = timed("register", steps.register, run, iteration, checkpoint, flow_run_id)
-        result = timed("eval", steps.evaluate, run, iteration, version)
-        stages.record(run, iteration, stage="eval", eval_pass_rate=result.score("pass_rate"))
-        if decided:
-            held = stages.version_of_model(run, row["model_in"])  # the champion it was judged against
-            if held is not None and held.version != version:
-                timed("eval", steps.evaluate, run, iteration, held.version)
-            _join(ahead)
-            return _finish(run, iteration, steps, on_event, {"decision": None, "eval": result.metrics()})
-        decision = timed("promote", steps.promote, run, iteration, version)
-        if iteration < run.config.iterations and not env.acts_ahead(iteration + 1):
-            env.prepare(iteration + 1, base, client)  # the workers ready the next acting while this iteration closes
-        _join(ahead)  # the iteration is done when the next one's rollouts, acted beside it, are committed
-        champion = stages.champion_summary(run, iteration)
-        run.registry.log_metrics(
-            mlflow_run_id,
-            {
-                "loop/eval_pass_rate": result.score("pass_rate"),
-                "loop/champion_pass_rate": champion["champion_pass_rate"] or 0.0,
-                "loop/promoted": float(decision["promoted"]),
-                "loop/seconds": time.perf_counter() - started,
-                **({"loop/kept_group_rate": kept_rate} if kept_rate is not None else {}),
-                **acted,  # the environment's own figures of what acting produced (ActSummary.details)
-            },
-            step=iteration,
-        )
-        done = {"decision": decision, "eval": result.metrics()}
-        return _finish(run, iteration, steps, on_event, done, kept_group_rate=kept_rate, **champion)
+        return _train_and_judge(it, ahead)
     finally:
         if ahead is not None:  # a failed stage still lets the acting ahead end before the error goes up
             wait([ahead])
+
+
+def _open(it: _Pass) -> None:
+    """Record the iteration as running: its flow and MLflow runs, config, code and starting model."""
+    run, iteration = it.run, it.iteration
+    it.mlflow_run_id = run.registry.iteration_run(run.experiment, iteration, it.flow_run_id)
+    stages.record(
+        run,
+        iteration,
+        flow_run_id=it.flow_run_id,
+        flow_run_name=run.flow_run_name(iteration),
+        mlflow_run_id=it.mlflow_run_id,
+        config_hash=run.config_hash,
+        config_json=run.config.model_dump(mode="json"),
+        code_version=run.code_version,
+        model_in=model_id(it.base),
+        status="running",
+        started_at=it.row.get("started_at") or now(),
+    )
+
+
+def _act_stage(it: _Pass) -> dict[str, Any] | None:
+    """Commit the items and act on them; the finished row when nothing was kept to train on, else None."""
+    run, iteration, env = it.run, it.iteration, it.run.environment
+    if env.commits_items(iteration):
+        it.timed("items", it.steps.items, run, iteration)
+    if not env.acts(iteration):
+        return None
+    sampler = stages.acting_policy(run, iteration)
+    lag = _checked_lag(run, iteration)
+    _act(run, iteration, sampler, it.client, it.steps, it.on_event, it.timed)
+    summary = stages.act_summary(run, iteration)
+    it.kept_rate = summary.kept_rate
+    it.acted = {f"loop/act/{k}": float(v) for k, v in summary.details.items() if _is_number(v)}
+    it.acted["loop/act/policy_lag"] = float(lag)
+    it.on_event("rollouts", {"iteration": iteration, **summary.details, "text": summary.text})
+    lineage = {"rollouts_model": model_id(sampler), "policy_lag": lag}
+    stages.record(run, iteration, stage="rollouts", kept_group_rate=it.kept_rate, **lineage)
+    return None if summary.kept else _skip_training(it, summary.nothing_kept)
+
+
+def _train_and_judge(it: _Pass, ahead: Future | None) -> dict[str, Any]:
+    """Train, register and evaluate the challenger, judge it against the champion, finish the iteration."""
+    run, iteration, steps = it.run, it.iteration, it.steps
+    try:
+        checkpoint = it.timed("train", steps.train, run, iteration, it.base, it.client)
+    except NoTrainingDataError as exc:  # nothing kept: the champion stays, the loop goes on
+        _join(ahead)
+        return _skip_training(it, str(exc))
+    stages.record(run, iteration, stage="train", **stages.train_figures(checkpoint))
+    version = it.timed("register", steps.register, run, iteration, checkpoint, it.flow_run_id)
+    result = it.timed("eval", steps.evaluate, run, iteration, version)
+    stages.record(run, iteration, stage="eval", eval_pass_rate=result.score("pass_rate"))
+    if it.decided:
+        held = stages.version_of_model(run, it.row["model_in"])  # the champion it was judged against
+        if held is not None and held.version != version:
+            it.timed("eval", steps.evaluate, run, iteration, held.version)
+        _join(ahead)
+        return _finish(run, iteration, steps, it.on_event, {"decision": None, "eval": result.metrics()})
+    decision = it.timed("promote", steps.promote, run, iteration, version)
+    if iteration < run.config.iterations and not run.environment.acts_ahead(iteration + 1):
+        run.environment.prepare(iteration + 1, it.base, it.client)  # readied while this iteration closes
+    _join(ahead)  # the iteration is done when the next one's rollouts, acted beside it, are committed
+    champion = stages.champion_summary(run, iteration)
+    _log_metrics(it, result.score("pass_rate"), champion["champion_pass_rate"], decision["promoted"])
+    done = {"decision": decision, "eval": result.metrics()}
+    return _finish(run, iteration, steps, it.on_event, done, kept_group_rate=it.kept_rate, **champion)
+
+
+def _log_metrics(it: _Pass, pass_rate: float, champion_rate: float | None, promoted: bool) -> None:
+    """The iteration's figures as MLflow metrics of its run, stepped by iteration."""
+    metrics = {
+        "loop/eval_pass_rate": pass_rate,
+        "loop/champion_pass_rate": champion_rate or 0.0,
+        "loop/promoted": float(promoted),
+        "loop/seconds": time.perf_counter() - it.started,
+        **({"loop/kept_group_rate": it.kept_rate} if it.kept_rate is not None else {}),
+        **it.acted,
+    }
+    it.run.registry.log_metrics(it.mlflow_run_id, metrics, step=it.iteration)
 
 
 def _timer(iteration: int, on_event: Event) -> Callable[..., Any]:
@@ -242,10 +286,9 @@ def _finish(
     return final
 
 
-def _skip_training(
-    run: LoopRun, iteration: int, why: str, kept_rate: float | None, steps: Stages, on_event: Event, decided: bool
-) -> dict[str, Any]:
-    champion = {} if decided else stages.champion_summary(run, iteration)
+def _skip_training(it: _Pass, why: str) -> dict[str, Any]:
+    """Finish an iteration that had nothing to train on: the champion stays."""
+    champion = {} if it.decided else stages.champion_summary(it.run, it.iteration)
     reason = f"not trained: {why.split(': ')[0]}"
-    fields = {"promoted": False, "promote_reason": reason, "kept_group_rate": kept_rate, **champion}
-    return _finish(run, iteration, steps, on_event, {"decision": None, "eval": {}}, **fields)
+    fields = {"promoted": False, "promote_reason": reason, "kept_group_rate": it.kept_rate, **champion}
+    return _finish(it.run, it.iteration, it.steps, it.on_event, {"decision": None, "eval": {}}, **fields)

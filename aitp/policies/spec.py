@@ -60,16 +60,27 @@ class PolicySpec(BaseModel):
     dtype: str | None = None
     """HF weights dtype (None: bfloat16 on CUDA, float32 on CPU)."""
     base_url: str | None = None
+    """openai: the server's API root, e.g. http://127.0.0.1:8000/v1 (vLLM, `aitp serve`)."""
     model: str | None = None
+    """openai: the served model's id (None: the first one the server's /v1/models lists)."""
     api_key: str | None = None
+    """openai: the API key (None: $OPENAI_API_KEY, else a placeholder local servers accept)."""
     endpoint: Literal["chat", "completions"] | None = None
+    """openai: chat sends the messages, completions a rendered prompt (None: chat)."""
     concurrency: int | None = Field(None, ge=1)
+    """openai: requests in flight at once from one loaded policy (None: 8)."""
     timeout_s: float | None = Field(None, gt=0.0)
+    """openai: seconds one request may take (None: 120)."""
     retries: int | None = Field(None, ge=0)
+    """openai: further tries of a request that failed in a way worth retrying (None: 3)."""
     backoff_s: float | None = Field(None, ge=0.0)
+    """openai: the first wait before a retry, doubled each time, with jitter (None: 0.5)."""
     return_token_ids: bool | None = None
+    """openai: ask the server for the sampled token ids, which grpo needs (None: yes)."""
     version: str | None = None
+    """openai: the model version the lake records for its samples (None: the model id, else the URL)."""
     extra_body: dict[str, Any] | None = None
+    """openai: further JSON fields sent with every request (a server's own sampling options)."""
 
     @classmethod
     def parse(cls, value: PolicySpec | str | Path | dict[str, Any]) -> PolicySpec:

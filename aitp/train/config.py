@@ -73,6 +73,7 @@ class TrainConfig(BaseModel):
     lr: float = Field(3e-4, gt=0.0)
     """Peak learning rate of AdamW."""
     weight_decay: float = Field(0.0, ge=0.0)
+    """AdamW's decoupled weight decay."""
     warmup_steps: int = Field(0, ge=0)
     """Linear warm-up steps; the rate is constant afterwards."""
     max_len: int = Field(512, ge=8)

@@ -2,8 +2,8 @@
 
 The collector starts a collection by counting objects that survive, and a full one once enough have:
 a block that builds hundreds of thousands of lasting objects (a GGUF model read tensor by tensor, a
-decoder call's token lists) sets off full collections over the whole heap again and again. In the
-loop's flow process, which holds nearly a million objects, that was seconds a load. Reference
+decoder call's token lists) sets off full collections over the whole heap again and again, and the
+loop's flow process has a large heap (`benchmarks/results/history-gpu-recipe.md`). Reference
 counting still frees every acyclic object meanwhile, and the first allocation after the block starts
 the collection that was held back. A decoder call records how long the collector ran inside it
 (`collector_pauses`), so a call slowed by it says so.
@@ -39,7 +39,7 @@ class CollectorPauses:
 
 @contextmanager
 def collector_pauses() -> Iterator[CollectorPauses]:
-    """Watch the garbage collector for the block: a full collection over a big heap stalls a call for a second."""
+    """Watch the garbage collector for the block: a full collection over a big heap stalls a call."""
     pauses, started = CollectorPauses(), []
 
     def note(phase: str, info: dict) -> None:

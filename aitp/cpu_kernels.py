@@ -2,13 +2,14 @@
 
 ATen picks its vectorised CPU kernels by what the CPU offers: AVX-512 where present, else AVX2. The two
 reduce in another order (softmax, norms, sums), and a model trained from scratch carries the difference
-through every step: on a 2-core machine with AVX-512 the quickstart's warm start scored 0.467 held-out, and
-0.397 with AVX2 pinned, which is the whole table measured earlier on another machine, to the last digit (its
-stages ran no slower). Random draws and dtype casts are the same under both, so the GPU path, whose CPU work
-is mostly those, is unaffected.
+through every step, so the quickstart's held-out table differs between the two. Pinned, a machine with
+AVX-512 gives the table of the machines without it to the last digit, and its stages run no slower
+(`benchmarks/results/history-quickstart.md`). Random draws and dtype casts are the same under both, so the
+GPU path, whose CPU work is mostly those, is unaffected.
 
 On Intel CPUs with AVX-512 the numbers still differ: MKL, torch's BLAS, picks its own kernels for the matrix
-products there, and neither this setting nor MKL's AVX2 setting gives the AMD machines' bits (README).
+products there, and neither this setting nor MKL's AVX2 setting gives the AMD machines' bits
+(`benchmarks/results/history-quickstart.md`).
 
 ATen reads `ATEN_CPU_CAPABILITY` once, at its first CPU kernel, so aitp sets it when it is imported; worker
 processes inherit it. A value already set is kept (`avx512` gives the machine's own kernels back). CPUs

@@ -1,8 +1,9 @@
 """Bounds on what a client may make `aitp serve` hold: body size, time to send a request, parsed bodies at once.
 
-Before these, a 100 MB body was read whole and parsed (2.8 GB; three at once were OOM-killed), a
-client sending a byte a second held its connection for ever, and a body shorter than its
-Content-Length got no answer. uvicorn (h11) offers no limit on any of these, so:
+Before these, a large body was read whole and parsed (into many times its size; a few at once were
+OOM-killed: `benchmarks/results/2026-11-28-hostile-inputs.md`), a client sending a byte a second held
+its connection for ever, and a body shorter than its Content-Length got no answer. uvicorn (h11) offers
+no limit on any of these, so:
 
 - `BodyLimit`, an ASGI middleware, answers 413 from the Content-Length header before reading a
   byte, or as soon as a chunked body passes the cap, and lets only a few requests be parsed and

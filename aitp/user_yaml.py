@@ -1,11 +1,11 @@
 """YAML written by users (config files, policy specs, `--set` values), read within bounds.
 
 PyYAML builds an anchor once and shares it at every alias, so a "billion laughs" file loads in
-kilobytes; the blow-up comes later, when the shared structure is copied out (JSON, pydantic) and
-grew to gigabytes before the kernel killed the process. So the composed node graph is measured
+kilobytes; the blow-up comes later, when the shared structure is copied out (JSON, pydantic), and
+grows until the kernel kills the process. So the composed node graph is measured
 before anything is built from it: each alias counts as the full size of what it stands for, and a
 document larger than `MAX_YAML_NODES` values, or holding itself, is refused. The byte cap bounds
-the composing itself (libyaml needs ~220 MB for 1 MiB of one-character values); libyaml also
+the composing itself (libyaml's nodes take far more memory than the text they come from); libyaml also
 refuses nesting deeper than 1,000, where pure-Python PyYAML would hit the recursion limit.
 """
 
@@ -18,7 +18,7 @@ import yaml
 
 from aitp.errors import AitpError
 
-MAX_YAML_BYTES = 256 << 10  # configs are a few KiB; 1 MiB of tiny values took libyaml 8 s and ~220 MB
+MAX_YAML_BYTES = 256 << 10  # configs are a few KiB; the cap bounds libyaml's time and memory well above them
 MAX_YAML_NODES = 100_000
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

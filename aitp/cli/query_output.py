@@ -1,10 +1,11 @@
 """Query results printed as they stream, and a query that stops on Ctrl-C or at its time limit.
 
-`aitp sql` once built its table in memory before printing a line (20M rows were killed at a 3 GB
-cap) and could not be stopped: DuckDB runs a query in C with the GIL released, where Python's
-SIGINT handler never runs. So here every format prints batch by batch (a table takes its column
-widths from the first batch), and the query runs in a worker thread while the main thread waits
-on it, catches SIGINT and watches the clock, and calls DuckDB's `interrupt()` on either.
+`aitp sql` once built its table in memory before printing a line (a large result was killed at a memory
+cap: `benchmarks/results/2026-11-28-hostile-inputs.md`) and could not be stopped: DuckDB runs a query in
+C with the GIL released, where Python's SIGINT handler never runs. So here every format prints batch by
+batch (a table takes its column widths from the first batch), and the query runs in a worker thread
+while the main thread waits on it, catches SIGINT and watches the clock, and calls DuckDB's
+`interrupt()` on either.
 """
 
 from __future__ import annotations

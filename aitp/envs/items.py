@@ -132,8 +132,8 @@ def _jsonable(value: Any) -> Any:
 def _global_rngs_kept() -> Iterator[None]:
     """Put Python's and numpy's global RNGs back as they were after a block of pinned draws.
 
-    Saving and restoring them costs ~100 µs (numpy's state is large), more than drawing an item: a
-    batch of items saves once around the batch instead of once per item.
+    Saving and restoring them costs more than drawing an item (numpy's state is large): a batch of
+    items saves once around the batch instead of once per item.
     """
     state, np_state = random.getstate(), np.random.get_state()
     try:

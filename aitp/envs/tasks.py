@@ -11,7 +11,7 @@ from aitp.errors import AitpError, UnknownTaskError
 
 
 def gym_factory() -> Any:
-    """reasoning-gym's task factory, imported on first use: importing it builds every task (~2 s), which the
+    """reasoning-gym's task factory, imported on first use: importing it builds every task, a wait that the
     commands that never touch a task (`aitp --help`, `aitp sql`, `aitp lake`) should not pay."""
     from reasoning_gym import factory
 

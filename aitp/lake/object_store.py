@@ -57,7 +57,7 @@ def _anonymous(uri: str) -> bool:
 
 
 def _s3_probe(uri: str, bucket: str) -> pafs.S3FileSystem:
-    """An S3 client that asks once: the loop's own client retries with backoff (6 s to report a closed port)."""
+    """An S3 client that asks once: the loop's own client retries with backoff, slow to report a closed port."""
     options = _s3_options(uri)
     endpoint = s3_endpoint(uri)
     kwargs: dict[str, object] = {"anonymous": _anonymous(uri)}

@@ -53,8 +53,9 @@ CURATED_VIEWS: dict[str, str] = {
                sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)) AS tokens,
                sum(coalesce(latency_s, 0)) AS seconds, any_value(model_version) AS model_version
         FROM rollouts GROUP BY experiment, iteration, split, task, item_id, group_id""",
-    # Group questions from rollout rows, without regrouping them (7x faster at 10^7 rows): every row carries
-    # its group's decision (group_kept, keep_reason), and each group has exactly one sample 0.
+    # Group questions from rollout rows, without regrouping them (far cheaper on a large lake:
+    # benchmarks/results/history-lake.md): every row carries its group's decision (group_kept, keep_reason),
+    # and each group has exactly one sample 0.
     "group_decisions": """
         SELECT experiment, iteration, task, group_kept AS kept, keep_reason,
                count(*) FILTER (WHERE sample_index = 0) AS n_groups, count(*) AS n_rollouts

@@ -134,11 +134,11 @@ class ReasoningEnvironment:
         trained has been judged (its training memory released, its evaluation done), it is built while
         the loop closes the iteration and opens the next (seconds of records, plots and items), with
         the card as the first shard will find it: the same slots that shard would size, so the same
-        rollouts, and the shard no longer spends a second or more building it. This process's own
+        rollouts, and the shard no longer spends its own time building it. This process's own
         evaluation engine is released first: on a card it shares with the worker, the engine would
-        otherwise hold its GiBs through the rest of the iteration (3 GiB with gpu.yaml on one H100,
-        where the worker's slots rose from 11,608 to 12,303). The next evaluation builds its engine
-        again (~0.5 s).
+        otherwise hold its memory through the rest of the iteration, and the worker's engine would
+        get fewer slots (`benchmarks/results/history-rollouts-in-loop.md`). The next evaluation builds
+        its engine again.
         """
         from aitp.policies.fast.resident import release_engines
         from aitp.rollouts.cluster import gpu_workers
@@ -164,9 +164,9 @@ class ReasoningEnvironment:
         """Have the GPU workers drop the decoder engines the iteration acted with, before it trains.
 
         `prepare` sizes a worker's engine to nearly all the memory free at the time; a training in
-        this process on the same card then has only what is left. With gpu.yaml on one H100 the worker
-        held 71.5 GiB at iteration 3 of one run and the training ran out of memory; with the release
-        the same loop's card peaked at 64.2 of 79.2 GiB. Released, the engine is built again by the next
+        this process on the same card then has only what is left: without the release, a gpu.yaml
+        worker's engine grew until the training ran out of memory; with it, the same loop trains within
+        the card (`benchmarks/results/history-rollouts-in-loop.md`). Released, the engine is built again by the next
         `prepare`, after this model is judged. Iteration 0 does not act: its worker only warms up, which
         is meant to overlap the first training. Returns the line the loop logs (`describe_release`).
         This process's evaluation engine goes too: with `rollouts.overlap` no `prepare` released it.

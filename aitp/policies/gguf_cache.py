@@ -1,10 +1,11 @@
 """A GGUF model converted once into a `save_pretrained` directory, kept in the user's cache.
 
-transformers reads a GGUF file with gguf's Python reader and de-quantises every tensor on each
-load: SmolLM2-135M took 33 s on two cores, against 0.3 s for the same weights as safetensors. The
-loop loads its base model several times in iteration 0 (each GPU worker, the training process and
-the ZeRO consolidation after it), so the first load writes a float32 copy (exact for any GGUF
-type, and every dtype is cast from it as from the GGUF) and each later one reads that copy.
+transformers reads a GGUF file with gguf's Python reader and de-quantises every tensor on each load,
+many times slower than reading the same weights as safetensors
+(`benchmarks/results/history-gpu-recipe.md`). The loop loads its base model several times in iteration 0
+(each GPU worker, the training process and the ZeRO consolidation after it), so the first load writes a
+float32 copy (exact for any GGUF type, and every dtype is cast from it as from the GGUF) and each later
+one reads that copy.
 
 The copy is keyed by the file's content id (`aitp.fingerprint`) and published whole (`aitp.atomic`),
 so a reader never sees half a copy; of processes converting at the same time, the first to finish
@@ -55,7 +56,7 @@ def convert(gguf: Path, content_id: str, load_gguf: Callable[[], tuple[Any, Any]
     except OSError:
         return None
     try:
-        with collector_paused():  # the reading makes ~400k lasting objects: paused, it took 22 % less time
+        with collector_paused():  # the reading makes hundreds of thousands of lasting objects
             loaded = load_gguf()
             if loaded is None:
                 return None

@@ -28,8 +28,9 @@ def backend_available(name: str) -> tuple[bool, str]:
 def serving_address(name: str) -> str | None:
     """Where this process's loaded prover forks sessions for other processes of this host (HOL Light's socket).
 
-    Loading HOL Light's library costs 70-90 s of a core: local workers that fork from one loaded toplevel
-    pay it once per run, not once per process. None for a backend that starts fast (Coq) or has no server.
+    Loading HOL Light's library is slow (`benchmarks/results/history-prove.md`): local workers that fork
+    from one loaded toplevel pay it once per run, not once per process. None for a backend that starts
+    fast (Coq) or has no server.
     """
     if name != "hol-light":
         return None

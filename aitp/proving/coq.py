@@ -10,8 +10,8 @@ The final check starts a fresh theorem with the original statement, replays the 
 with braces, and must pass `Qed`; a proof that gives up or shelves goals never counts. With
 `check_dependencies` (on by default) it then lists the proof's dependencies, once per found
 proof: a proof that depends on the theorem itself, even through a library lemma proved from it
-(`lia` on `n + m = m + n` uses `Nat.add_comm`), is refused. The listing costs 0.7-1.8 s for a
-`lia` proof (it pulls in the micromega library) and under 0.1 s for most others;
+(`lia` on `n + m = m + n` uses `Nat.add_comm`), is refused. The listing is slow for a `lia` proof
+(it pulls in the micromega library) and quick for most others (`benchmarks/results/history-prove.md`);
 `CoqEnv(check_dependencies=False)` skips it, for speed benchmarks only.
 
 The theorem is a loaded stdlib lemma, so before its goal is stated it and the hinted library
@@ -20,7 +20,7 @@ rejected: `auto` must not prove a lemma by applying the lemma.
 
 `CoqEnv(automation=True)` also loads CoqHammer (`coq_hammer`), whose tactics (`sauto`, `hammer`...)
 the allowlist then accepts; without it they are refused in one line naming the fix. It is opt-in:
-loading CoqHammer costs ~1 s per session and pulls ZArith and Program into every state, which would
+loading CoqHammer slows every session's start and pulls ZArith and Program into every state, which would
 change what the existing searches see.
 """
 

@@ -1,15 +1,15 @@
 """The OCaml side of the HOL Light backend, loaded into one toplevel after HOL Light's library.
 
-The loaded toplevel listens on a Unix socket and forks a child per connection (~30 ms), so every
-session starts from the same fully loaded state. A child keeps a table of goals; a request names
-a goal by id and a tactic as an s-expression, which the child *interprets* over tables of known
-tactics, conversions and library theorems: no OCaml is ever evaluated from a request, and terms
-are parsed as data by `parse_term`. Each tactic, the parsing of its terms included, runs under a
-timer of the child's own CPU time (so a loaded machine does not turn successes into timeouts); the
-timeout exception leaves the child usable. `CONV_TAC` takes a conversion from its own table, and is
-listed among the tactics when that table is not empty. The final check
-rebuilds the theorem with `prove` from the proof tree (`THENL`), and compares it with the library
-statement, no hypotheses, no new axioms.
+The loaded toplevel listens on a Unix socket and forks a child per connection (a fork is cheap where
+loading the library is not), so every session starts from the same fully loaded state. A child keeps a
+table of goals; a request names a goal by id and a tactic as an s-expression, which the child
+*interprets* over tables of known tactics, conversions and library theorems: no OCaml is ever evaluated
+from a request, and terms are parsed as data by `parse_term`. Each tactic, the parsing of its terms
+included, runs under a timer of the child's own CPU time (so a loaded machine does not turn successes
+into timeouts); the timeout exception leaves the child usable. `CONV_TAC` takes a conversion from its
+own table, and is listed among the tactics when that table is not empty. The final check rebuilds the
+theorem with `prove` from the proof tree (`THENL`), and compares it with the library statement, no
+hypotheses, no new axioms.
 
 Framing: a decimal byte length, a newline, then the payload; responses are lines (`ok`, `err`,
 `timeout`, then fields with newlines flattened).

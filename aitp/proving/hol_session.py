@@ -1,6 +1,6 @@
 """The loaded HOL Light toplevel and its forked sessions (the process side of the HOL Light backend).
 
-`HolLightServer` starts HOL Light once (70-90 s to load the library), loads the OCaml server of
+`HolLightServer` starts HOL Light once (loading its library is the slow part), loads the OCaml server of
 `hol_server` into it, and serves forked sessions over a Unix socket; the server exits when its
 owner goes away (its stdin closes). `HolLightSession` is one forked child, spoken to with
 length-prefixed frames; a session that does not answer in time is killed.

@@ -72,11 +72,11 @@ class PremiseScorer(nn.Module):
         return torch.tensor(ids, dtype=torch.long), torch.tensor(offsets, dtype=torch.long)
 
     # Scoring runs in numpy: its arrays are tiny, and torch's intra-op threads, contending with the
-    # prover for the same cores, made each call 10-30 ms instead of well under one.
+    # prover for the same cores, made each call many times slower (benchmarks/results/history-prove.md).
     def _overlap(self, goal: dict[str, float], names: list[str]) -> np.ndarray:
         """TF-IDF cosine of the goal with each premise: for each token the goal has, the premises that
         share it (an inverted index over the premise list, built once per list) gain the product of
-        their weights. A library prefix of thousands of premises stays a few hundred microseconds."""
+        their weights, so a library prefix of thousands of premises stays cheap to score."""
         key = tuple(names)
         if self._overlap_cache is None or self._overlap_cache[0] != key:
             postings: dict[str, tuple[list[int], list[float]]] = {}

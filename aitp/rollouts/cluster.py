@@ -83,9 +83,9 @@ def gpu_allocator_settings(current: str) -> str:
     A GPU worker releases its decoder engine before the loop trains on the same card. With the
     allocator's default fixed-size segments, a segment goes back to the driver only when wholly free, so
     a few small live tensors inside an engine's freed segments keep them all (which tensors was not
-    traced): on one H100 a gpu.yaml worker kept 43 GiB reserved, 1.0 GiB of it in live tensors, after
-    every release. Expandable segments hand back every free page (CUDA graphs' private pools
-    keep their own segments).
+    traced): a gpu.yaml worker kept most of the card reserved after every release, little of it in live
+    tensors (`benchmarks/results/history-rollouts-in-loop.md`). Expandable segments hand back every free
+    page (CUDA graphs' private pools keep their own segments).
     """
     if "expandable_segments" in current:
         return current

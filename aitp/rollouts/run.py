@@ -241,8 +241,8 @@ def _gather(dask, shards, policy, ctx, retries, resources, total, on_progress) -
 
     run_id = uuid.uuid4().hex[:12]
     keys = [f"aitp-rollout-{run_id}-{i}" for i in range(len(shards))]
-    # One submit per shard under its own key: `map` tokenizes every item of every shard (~0.3 s per
-    # 1,000 items), a cost that grows with the rollout and buys nothing with explicit keys.
+    # One submit per shard under its own key: `map` tokenizes every item of every shard, a cost that
+    # grows with the rollout and buys nothing with explicit keys.
     futures = [
         dask.submit(rollout_shard_task, shard, spec=policy, ctx=ctx, key=key, retries=retries, resources=resources)
         for shard, key in zip(shards, keys)

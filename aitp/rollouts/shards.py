@@ -19,11 +19,12 @@ T = TypeVar("T")
 
 TARGET_SHARDS = 32
 MAX_SHARD_SIZE = 64
-# Items in one GPU shard at most: a lost worker costs at most this rerun (~65k rows at group size 16,
-# seconds of decoding for a 135M model on one H100). Fewer, larger shards also keep a worker from
+# Items in one GPU shard at most: a lost worker costs at most this rerun (65,536 rows at group size 16,
+# seconds of decoding for a 135M model on a GPU). Fewer, larger shards also keep a worker from
 # sampling one shard while it sends the last one's rows back (pickling them takes the interpreter
-# lock the decoder's host loop needs): cut in two shards, the GPU recipe's calls ran at 49-63 % of
-# the same calls replayed alone; as one shard, at 77-86 % (one H100, benchmarks/README.md).
+# lock the decoder's host loop needs): cut in two shards, the GPU recipe's calls ran far slower than
+# the same calls replayed alone, as one shard much closer to them
+# (benchmarks/results/history-rollouts-in-loop.md).
 MAX_GPU_SHARD_SIZE = 4096
 
 

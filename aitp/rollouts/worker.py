@@ -57,10 +57,10 @@ class RolloutContext:
 class ShardRows:
     """A shard's rows as the Dask task's result: one object, pickled whole on its way to the flow.
 
-    Dask sends a plain list of dicts item by item: fetching the 32,768 rows of an iteration of the GPU
-    recipe from a worker process took ~3.7 s on a 2-core machine, against ~0.26 s for the same rows in
-    one object (`benchmarks/shard_rows.py`). Pickled whole, the rows of a group also keep sharing one
-    prompt object, which the lake then encodes once.
+    Dask sends a plain list of dicts item by item: fetching the rows of an iteration of the GPU recipe
+    from a worker process took many times as long as the same rows in one object
+    (`benchmarks/results/history-shard-rows.md`). Pickled whole, the rows of a group also keep sharing
+    one prompt object, which the lake then encodes once.
     """
 
     rows: list[dict[str, Any]]
@@ -128,8 +128,8 @@ def stop_worker_profiler() -> bool:
     Every 10 ms (Dask's default) the worker's event loop takes the interpreter lock and walks the
     stack of each running task. On a GPU worker that task is a host loop feeding the decoder: prefill
     passes, first tokens and row bookkeeping between blocks of captured steps, where every stall
-    leaves the card idle. A profile of an in-loop call on one H100 showed the event loop and the
-    profiler active throughout it (hundreds of wake-ups a second). The profiler only feeds the
+    leaves the card idle. A profile of in-loop calls showed the event loop and the profiler active
+    throughout them (`benchmarks/results/history-rollouts-in-loop.md`). The profiler only feeds the
     dashboard's profile page. The stop is queued on the worker's event loop, its own thread.
     """
     worker = _current_worker()
@@ -189,7 +189,7 @@ def warm_decoder(spec: PolicySpec, device: str | None, params: SamplingParams, s
     policy.sample([chat] * WARM_PROMPTS, params, list(range(WARM_PROMPTS)))
     # What lives now lives as long as the worker (libraries, compiled code, the decoder). Python's full
     # collections, started whenever enough objects have survived (a shard's rows do), walk all of it:
-    # the likely cause of 0.7-1.1 s stalls seen inside rollout calls on the GPU worker. Frozen, it is
+    # the likely cause of the stalls seen inside rollout calls on the GPU worker. Frozen, it is
     # walked no more. A policy holds no reference cycle, so one evicted from the cache is still freed
     # by reference counting.
     gc.collect()
@@ -227,8 +227,8 @@ def release_decoders() -> dict[str, float]:
     judged (`prepare_decoder`); the decoder's compiled code and the model's private copy stay.
 
     The answer says how many engines went, the GiB the card gained, and the GiB this process still
-    has in live tensors and in PyTorch's reserve. On one H100 a gpu.yaml worker once kept 43 GiB reserved
-    (1.0 GiB of it live) after every release: the allocator's fixed-size segments, pinned by small
+    has in live tensors and in PyTorch's reserve. A gpu.yaml worker once kept most of the card reserved,
+    little of it live, after every release: the allocator's fixed-size segments, pinned by small
     tensors, which is why the loop's GPU workers run with expandable segments (`gpu_allocator_settings`).
     """
     import torch

@@ -282,8 +282,8 @@ def _destroy_engine(trainer) -> None:
 
     The hooks sit on autograd nodes, which Python's collector cannot see into, so the optimizer they
     close over (the fp32 master weights and Adam's moments) outlived every fit: the loop's process,
-    which trains in-process on one GPU, kept ~1.8 GiB more of the card after each SmolLM2 iteration
-    on one H100, until a long run would leave the rollout worker no room.
+    which trains in-process on one GPU, kept more of the card after each iteration
+    (`benchmarks/results/history-gpu-recipe.md`), until a long run would leave the rollout worker no room.
     """
     engine = trainer.strategy.model  # the DeepSpeed engine, once the strategy has set it up
     if engine is not None and hasattr(engine, "destroy"):

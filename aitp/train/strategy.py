@@ -105,11 +105,11 @@ def deepspeed_config(plan: StrategyPlan) -> dict[str, Any]:
 
     One GPU sends no gradient anywhere, so ZeRO-2 there does not copy each gradient into a contiguous
     bucket as backward makes it (SmolLM2: 272 copies a step, each launched from Python): an eager step
-    at the GPU recipe's batch waits on that host work (`benchmarks/README.md` has the rates). Offload
-    keeps the copies (DeepSpeed requires them), as does stage 3, whose partitioning goes through the
-    buckets. bf16 keeps DeepSpeed's overflow check, which skips a step whose gradients hold inf or NaN (one
-    process does it, and the clipping norm, in one fused call each, and skips the reduction over itself:
-    `aitp.train.zero_one_gpu`).
+    at the GPU recipe's batch waits on that host work (`benchmarks/results/history-train-135m.md` has
+    the rates). Offload keeps the copies (DeepSpeed requires them), as does stage 3, whose partitioning
+    goes through the buckets. bf16 keeps DeepSpeed's overflow check, which skips a step whose gradients
+    hold inf or NaN (one process does it, and the clipping norm, in one fused call each, and skips the
+    reduction over itself: `aitp.train.zero_one_gpu`).
     """
     one_gpu = plan.devices == 1 and plan.nodes == 1
     copy_to_buckets = not one_gpu or plan.zero_stage == 3 or plan.offload != "none"

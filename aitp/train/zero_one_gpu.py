@@ -1,17 +1,17 @@
 """ZeRO on one GPU: DeepSpeed's per-gradient checks fused, and the per-parameter work one process does not need skipped.
 
-Before each step DeepSpeed's ZeRO-1/2 optimizer looks for inf or NaN in every gradient, one gradient
-at a time (eight ATen calls each), then computes the clipping norm one gradient at a time in float64.
-With SmolLM2's 272 parameters that is ~3,500 calls a step, each launched from Python. At the GPU
-recipe's eager batch on one H100 the host bounds the step (the GPU was busy 23 % of a ZeRO-2 step's
-span, 35 % of the plain strategy's), and those calls are a large part of what ZeRO-2 adds
-(`benchmarks/README.md`, training). Here both become one norm per gradient list, computed by a single
-fused call, as the plain strategy's clipping does. And after backward DeepSpeed "reduces" the gradients
-over the data-parallel group even when it holds one process: it copies them all into one flat tensor,
-divides it by one, all-reduces it with itself and copies each gradient back (272 copies). Over one
-process that changes nothing, so it is skipped. After each step DeepSpeed also points every weight
-at its place in the flat bf16 buffer again (three ATen calls and two `.data` assignments a weight),
-though the weights already view that buffer; only a weight that no longer does is pointed again.
+Before each step DeepSpeed's ZeRO-1/2 optimizer looks for inf or NaN in every gradient, one gradient at
+a time (eight ATen calls each), then computes the clipping norm one gradient at a time in float64. With
+SmolLM2's 272 parameters that is ~3,500 calls a step, each launched from Python. At the GPU recipe's
+eager batch the host bounds the step (the GPU idles for most of it, under either strategy), and those
+calls are a large part of what ZeRO-2 adds (`benchmarks/results/history-train-135m.md`). Here both
+become one norm per gradient list, computed by a single fused call, as the plain strategy's clipping
+does. And after backward DeepSpeed "reduces" the gradients over the data-parallel group even when it
+holds one process: it copies them all into one flat tensor, divides it by one, all-reduces it with
+itself and copies each gradient back (272 copies). Over one process that changes nothing, so it is
+skipped. After each step DeepSpeed also points every weight at its place in the flat bf16 buffer again
+(three ATen calls and two `.data` assignments a weight), though the weights already view that buffer;
+only a weight that no longer does is pointed again.
 
 The meaning is kept: a step is skipped when any gradient element is inf or NaN (a gradient's L2 norm
 is then inf or NaN; it is also inf when the squares overflow float32, which takes elements of ~1e19,

@@ -98,9 +98,9 @@ def test_a_released_worker_gives_its_engine_s_memory_back_to_the_card():
 def test_a_worker_that_sampled_on_an_engine_sized_to_the_card_gives_it_all_back():
     # The loop's own sequence on one card: warm up, build an engine sized to the free memory ahead of
     # a rollout larger than it, sample through it (refilling its slots), release: a release must give
-    # back what the engine took. (This passed on one H100 even before the loop's GPU workers had
-    # expandable segments, when the loop's worker kept 43 GiB reserved: what else the loop's worker
-    # allocates, and where, was not traced; benchmarks/README.md, in-loop rate.)
+    # back what the engine took. (This passed even before the loop's GPU workers had expandable
+    # segments, when the loop's worker kept most of the card reserved: what else the loop's worker
+    # allocates, and where, was not traced; benchmarks/results/history-rollouts-in-loop.md.)
     import torch
 
     from aitp.rollouts.run import prepare_gpu_workers, release_gpu_workers, warm_gpu_workers

@@ -24,7 +24,7 @@ except ImportError:  # CPU-only installs: the masked path serves
     triton = None
 
 BLOCK_N = 64  # keys per step of the kernel's loop
-NUM_WARPS = 2  # with BLOCK_N 64, the fastest of 32/64/128 x 2/4/8 at 4,096 rows on one H100 (within 2 % at 1,024)
+NUM_WARPS = 2  # with BLOCK_N 64, the fastest of 32/64/128 x 2/4/8 (benchmarks/results/history-rollouts.md)
 
 
 def split_heads(qkv: Tensor, n_heads: int, head_dim: int) -> tuple[Tensor, Tensor, Tensor]:

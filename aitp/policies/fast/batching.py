@@ -39,18 +39,18 @@ from aitp.policies.tiny.sampler import _completion, _limit, _Row, draw_uniforms
 CHECK_EVERY = 16  # most tokens per row between host checks (and always, with stop strings)
 MIN_BLOCK = 2  # fewest tokens per row between host checks
 CHECK_ROW_STEPS = 8192  # a host check costs about as much as decoding this many row-steps
-PREFILL_TOKENS = 65536  # prompt tokens per prefill pass (bounds its activations, ~1 GiB at SmolLM2's sizes)
+PREFILL_TOKENS = 65536  # prompt tokens per prefill pass (bounds its activations)
 PREFILL_SCORES = 1 << 28  # attention scores per prefill pass (prompts x heads x width^2, float32: 1 GiB)
 FIRST_TOKEN_ROWS = 1024  # rows whose first token is sampled together (bounds the vocabulary-wide buffers)
 # Prompt tokens from which a prefill pass runs its compiled pieces. Each compiled call checks its
-# guards on the host (~0.5 ms, 60 calls a pass for SmolLM2's 30 layers: ~30 ms); below this a pass
-# is too short for the fused kernels to win that back, and rows admitted a few hundred at a time
-# (continuous batching of short answers) would wait on the host at every refill.
+# guards on the host, and a pass makes two such calls a layer; below this a pass is too short for the
+# fused kernels to win that back, and rows admitted a few hundred at a time (continuous batching of
+# short answers) would wait on the host at every refill.
 FUSED_PREFILL_TOKENS = 16384
 # The cache is built this many positions at a time. A rollout call's width is its longest prompt plus
 # the token limit, and fresh items move the longest prompt by a few tokens from call to call: an
-# exact width would rebuild the engine and capture every bucket's step again (about a second at
-# ten thousand slots) in about every other call. Rounding costs at most this many positions a row.
+# exact width would rebuild the engine and capture every bucket's step again in about every other
+# call. Rounding costs at most this many positions a row.
 POSITION_QUANTUM = 32
 # The padding pass that compiles the prefill pieces (see `compile_prefill`): prompts this wide. A
 # prime, so that it equals no dimension of the model (head size, width) nor the pass's prompt count:
@@ -110,12 +110,13 @@ class CallStats:
 def compile_prefill(weights: LlamaWeights, engine: Engine, fuse: Callable | None = None) -> bool:
     """Compile the prefill pieces now, once per process and dtype, by a padding pass into a new engine's slot 0.
 
-    A process's first prefill pass of `FUSED_PREFILL_TOKENS` prompt tokens or more compiles its pieces
-    (6.6 s for SmolLM2 on one H100). The loop's GPU worker warms its decoder on a few short prompts while
-    the first model trains, which never reaches that size, so its first shard paid the compile: 8.3 s
-    against 1.4 s for the next. Run from the engine's first build in a process (that warm-up), the
-    compile moves off the shards. The pass writes only slot 0 of an engine no row holds yet; a row
-    admitted there overwrites its prompt's positions and never reads past them. Returns whether it ran.
+    A process's first prefill pass of `FUSED_PREFILL_TOKENS` prompt tokens or more compiles its pieces,
+    which takes longer than a whole shard's decoding. The loop's GPU worker warms its decoder on a few
+    short prompts while the first model trains, which never reaches that size, so its first shard paid
+    the compile (`benchmarks/results/history-rollouts-in-loop.md`). Run from the engine's first build in
+    a process (that warm-up), the compile moves off the shards. The pass writes only slot 0 of an engine
+    no row holds yet; a row admitted there overwrites its prompt's positions and never reads past them.
+    Returns whether it ran.
     """
     key = (str(weights.device), weights.dtype)
     if key in _PREFILL_COMPILED:
@@ -232,9 +233,9 @@ class FastSampler:
         """Build the engine a call of `rows` rows over these prompts would run on, now, sampling nothing.
 
         Building it sizes the slots to the memory free at that moment and captures every bucket's step
-        (about a second at ten thousand slots). A GPU worker does this for the loop's next iteration
-        while the loop closes the current one, so that the iteration's first call finds its engine
-        ready. None when the prompts leave no token to sample.
+        (`benchmarks/results/history-rollouts-in-loop.md` has the cost). A GPU worker does this for the
+        loop's next iteration while the loop closes the current one, so that the iteration's first call
+        finds its engine ready. None when the prompts leave no token to sample.
         """
         limits, positions = self._shape(prompt_ids, params, max_len)
         steps = max(limits, default=0)
@@ -260,7 +261,7 @@ class FastSampler:
         n = params.n
         limits, positions = self._shape(prompt_ids, params, max_len)
         steps = max(limits, default=0)
-        # Thousands of token lists would trigger full collections over and over (~10x the time spent
+        # Thousands of token lists would trigger full collections over and over (many times the work of
         # building completions); nothing made here forms cycles, so collect once at the end instead.
         with collector_paused():
             start, cpu_start, segments = time.perf_counter(), time.thread_time(), self._segments()

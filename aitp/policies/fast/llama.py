@@ -22,11 +22,11 @@ from aitp.policies.fast.attention import rotate, split_heads
 
 ROPE_TYPES = ("default", "linear", "llama3", "yarn")  # those whose frequencies do not change with length
 # The attention kernels a prefill pass may use: any but cuDNN's. torch prefers cuDNN's on Hopper, and cuDNN
-# builds an execution plan for every new shape (prompts x width) before it runs one: 47 ms against 0.1 ms
-# for the same shape again, on one H100. A rollout call admits rows again whenever a sixteenth of its slots
-# has freed, a few dozen prompts of a new width each time, so a loop's call paid a plan at every refill
-# (0.12-0.21 s a refill, against 0.03-0.13 s for the same call repeated), and so did its shard's first call
-# anywhere. Flash attention sets nothing up per shape.
+# builds an execution plan for every new shape (prompts x width) before it runs one, which costs far more
+# than running that shape again. A rollout call admits rows again whenever a sixteenth of its slots has
+# freed, a few dozen prompts of a new width each time, so a loop's call paid a plan at every refill, and so
+# did its shard's first call anywhere (benchmarks/results/history-rollouts-in-loop.md). Flash attention
+# sets nothing up per shape.
 PREFILL_ATTENTION = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 

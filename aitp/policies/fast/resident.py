@@ -4,7 +4,7 @@ The loop loads a new checkpoint every iteration (and a champion beside a challen
 decoder for each would capture its decode steps again (seconds per bucket) and, in a fresh process,
 compile them (tens of seconds): more than a shard of rollouts takes to decode. Instead a process
 keeps one private copy of the model per architecture; before every call the calling policy's
-weights are copied into it (a device-side copy, ~1 ms for 135M parameters), so the graphs, which
+weights are copied into it (a device-side copy, small beside a call), so the graphs, which
 read the private copy's tensors, stay valid and no policy's own weights are ever written. Calls in one
 process take turns (a GPU worker runs one shard at a time anyway). The cost is one more copy of the
 weights on the card.

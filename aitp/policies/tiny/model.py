@@ -167,8 +167,8 @@ class TinyTransformer(nn.Module):
 
     def __init__(self, config: TinyConfig | None = None) -> None:
         super().__init__()
-        # Denormal floats made CPU training ~3x slower after a few hundred steps; flushing them to
-        # zero costs nothing here (process-wide, and a no-op where unsupported).
+        # Denormal floats, which appear as training goes on, made CPU training several times slower;
+        # flushing them to zero costs nothing here (process-wide, and a no-op where unsupported).
         torch.set_flush_denormal(True)
         self.config = config = config or TinyConfig()
         self.embed = nn.Embedding(config.vocab_size, config.d_model)

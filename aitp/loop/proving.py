@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-import uuid
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
@@ -161,28 +160,19 @@ def search_on_dask(
     """Search theorems over Dask, one task per shard (retried when its worker dies); shard results in order.
 
     `resources` (a GPU) places every shard on a worker that has them: where its tactic model decodes."""
-    from distributed import as_completed
+    from aitp.rollouts.shards import shard_tasks
 
     shards = [names[i : i + shard_size] for i in range(0, len(names), shard_size)]
-    run_id = uuid.uuid4().hex[:12]
-    futures = [
-        client.submit(
-            search_shard, shard, job, key=f"aitp-prove-{run_id}-{i}", retries=SHARD_RETRIES, resources=resources
-        )
-        for i, shard in enumerate(shards)
-    ]
-    index = {f.key: i for i, f in enumerate(futures)}
     results: list[dict[str, Any]] = [{}] * len(shards)
     done = 0
-    try:
-        for future in as_completed(futures, loop=client.loop):
-            i = index[future.key]
+    with shard_tasks(
+        client, search_shard, shards, job, name="prove", retries=SHARD_RETRIES, resources=resources
+    ) as finished:
+        for i, future in finished:
             results[i] = future.result()
             done += len(shards[i])
             if on_progress is not None:
                 on_progress(done, len(names))
-    finally:
-        client.cancel(futures)
     return results
 
 

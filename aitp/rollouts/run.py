@@ -8,7 +8,6 @@ fault-free run, up to `latency_s` and `worker`.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from typing import Any
@@ -19,7 +18,7 @@ from aitp.errors import AitpError
 from aitp.policies.base import SamplingParams
 from aitp.policies.spec import PolicySpec
 from aitp.rollouts.cluster import EXPANDABLE_SEGMENTS, GPU, dask_client, gpu_worker_addresses, gpu_workers, wants_cuda
-from aitp.rollouts.shards import cut_shards, default_shard_size
+from aitp.rollouts.shards import cut_shards, default_shard_size, shard_tasks
 from aitp.rollouts.worker import (
     RolloutContext,
     prepare_decoder,
@@ -236,39 +235,30 @@ def run_rollouts(
 
 
 def _gather(dask, shards, policy, ctx, retries, resources, total, on_progress) -> list[dict[str, Any]]:
-    from distributed import KilledWorker, as_completed
+    from distributed import KilledWorker
     from distributed.comm import CommClosedError
 
-    run_id = uuid.uuid4().hex[:12]
-    keys = [f"aitp-rollout-{run_id}-{i}" for i in range(len(shards))]
-    # One submit per shard under its own key: `map` tokenizes every item of every shard, a cost that
-    # grows with the rollout and buys nothing with explicit keys.
-    futures = [
-        dask.submit(rollout_shard_task, shard, spec=policy, ctx=ctx, key=key, retries=retries, resources=resources)
-        for shard, key in zip(shards, keys)
-    ]
-    index = {f.key: i for i, f in enumerate(futures)}
     results: list[list[dict[str, Any]] | None] = [None] * len(shards)
     done = 0
     try:
-        for future in as_completed(futures, loop=dask.loop):
-            i = index[future.key]
-            try:
-                results[i] = future.result().rows
-            except KilledWorker as exc:
-                raise RolloutClusterError(
-                    f"shard {i} ({len(shards[i])} items) took down every worker that ran it: give workers more "
-                    "memory, or lower --shard-size or --max-tokens"
-                ) from exc
-            done += len(shards[i])
-            if on_progress is not None:
-                on_progress(done, total)
+        with shard_tasks(
+            dask, rollout_shard_task, shards, policy, ctx, name="rollout", retries=retries, resources=resources
+        ) as finished:
+            for i, future in finished:
+                try:
+                    results[i] = future.result().rows
+                except KilledWorker as exc:
+                    raise RolloutClusterError(
+                        f"shard {i} ({len(shards[i])} items) took down every worker that ran it: give workers more "
+                        "memory, or lower --shard-size or --max-tokens"
+                    ) from exc
+                done += len(shards[i])
+                if on_progress is not None:
+                    on_progress(done, total)
     except CommClosedError as exc:
         raise RolloutClusterError(
             f"lost the Dask scheduler mid-run ({type(exc).__name__}): check that it is still up, then run again"
         ) from exc
-    finally:
-        dask.cancel(futures)
     return [row for shard_rows in results for row in shard_rows or []]
 
 

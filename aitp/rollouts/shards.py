@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
-from typing import TypeVar
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -61,3 +63,34 @@ def group_id(experiment: str, iteration: int, item_id: str, sampling_seed: int) 
     """A stable id of one group of samples: the same inputs give the same id on any machine."""
     digest = hashlib.sha256(f"{experiment}:{iteration}:{item_id}:{sampling_seed}".encode()).hexdigest()
     return digest[:20]
+
+
+@contextmanager
+def shard_tasks(
+    client: Any,
+    fn: Callable[..., Any],
+    shards: Sequence[Sequence[Any]],
+    *args: Any,
+    name: str,
+    retries: int,
+    resources: dict[str, int] | None = None,
+) -> Iterator[Iterator[tuple[int, Any]]]:
+    """Submit `fn(shard, *args)` as one Dask task per shard; yield (shard index, future) as each finishes.
+
+    The one fan-out rollouts and proof searches share. One submit per shard under its own key (`map` would
+    tokenize every item of every shard, a cost that grows with the work and buys nothing with explicit keys);
+    a task is retried `retries` times when its worker dies; what is left is cancelled when the block exits,
+    on an error too.
+    """
+    from distributed import as_completed
+
+    run_id = uuid.uuid4().hex[:12]
+    futures = [
+        client.submit(fn, shard, *args, key=f"aitp-{name}-{run_id}-{i}", retries=retries, resources=resources)
+        for i, shard in enumerate(shards)
+    ]
+    index = {future.key: i for i, future in enumerate(futures)}
+    try:
+        yield ((index[future.key], future) for future in as_completed(futures, loop=client.loop))
+    finally:
+        client.cancel(futures)

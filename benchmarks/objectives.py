@@ -17,11 +17,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-import numpy as np
-
 from aitp.lake import TABLES, connect
 from aitp.loop.stats import champion_gain, per_item_pass
-from aitp.paired import paired_bootstrap
+from aitp.paired import gain_on_shared_items
 
 _ITERATIONS_SQL = """
     SELECT i.iteration, i.eval_pass_rate, i.champion_pass_rate, i.promoted, i.logprob_gap, i.policy_lag,
@@ -122,11 +120,13 @@ def main() -> None:
         if run == base:
             continue
         mine = per_item_pass(run.home, run.experiment, run.last_champion())
-        items = sorted(set(mine) & set(theirs))
-        a, b = np.array([theirs[i] for i in items]), np.array([mine[i] for i in items])
-        gain, low, high = paired_bootstrap(a, b)
-        interval = f"{gain:+.3f} ({low:+.3f} to {high:+.3f})"
-        paired.append(f"| {run.experiment} | {b.mean():.3f} | {a.mean():.3f} | {interval} | {len(items)} |")
+        g = gain_on_shared_items(theirs, mine, base.experiment, run.experiment)
+        if g is None:
+            raise SystemExit(
+                f"error: {run.experiment} and {base.experiment} share no eval items: give both one eval set"
+            )
+        interval = f"{g.gain:+.3f} ({g.low:+.3f} to {g.high:+.3f})"
+        paired.append(f"| {run.experiment} | {g.rate_b:.3f} | {g.rate_a:.3f} | {interval} | {g.n_items} |")
     counts = {run.experiment: table_rows(run) for run in args.runs}
     rows = ["| table | " + " | ".join(counts) + " |", "|---|" + "---:|" * len(counts)]
     rows += [f"| {t} | " + " | ".join(f"{c[t]:,}" for c in counts.values()) + " |" for t in TABLES]

@@ -104,17 +104,23 @@ def starting_policy(run: LoopRun, iteration: int) -> PolicySpec:
     return run.config.policy.with_path(run.registry.checkpoint_path(version))
 
 
+def _sampled_at(run: LoopRun, iteration: int) -> int:
+    """The iteration whose starting model samples this iteration's rollouts: itself, or with `rollouts.overlap`
+    the one before it (it samples while that one trains). A rule of the config alone, so chunks acted ahead,
+    and those a resumed run acts later, come from the same model."""
+    return iteration - 1 if run.environment.acts_ahead(iteration) else iteration
+
+
 def acting_policy(run: LoopRun, iteration: int) -> PolicySpec:
-    """The model that samples an iteration's rollouts: its starting model, or with `rollouts.overlap` the one the
-    iteration before it started from (it samples while that one trains). A rule of the config alone, so chunks
-    acted ahead, and those a resumed run acts later, come from the same model."""
-    return starting_policy(run, iteration - 1 if run.environment.acts_ahead(iteration) else iteration)
+    """The model that samples an iteration's rollouts (see `_sampled_at`)."""
+    return starting_policy(run, _sampled_at(run, iteration))
 
 
 def policy_lag(run: LoopRun, iteration: int) -> int:
     """Champions crowned between the model that sampled the iteration's rollouts and the one it trains from."""
-    sampled_at = iteration - 1 if run.environment.acts_ahead(iteration) else iteration
-    return sum(1 for k in range(sampled_at, iteration) if (iteration_row(run, k) or {}).get("promoted"))
+    return sum(
+        1 for k in range(_sampled_at(run, iteration), iteration) if (iteration_row(run, k) or {}).get("promoted")
+    )
 
 
 def _registered(run: LoopRun) -> list[tuple[str, dict[str, str]]]:

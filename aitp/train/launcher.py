@@ -21,6 +21,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -145,17 +146,12 @@ def rendezvous_store() -> Iterator[str]:
     """
     from torch.distributed import TCPStore
 
-    store = TCPStore("0.0.0.0", 0, is_master=True, wait_for_workers=False, timeout=_seconds(RENDEZVOUS_TIMEOUT_S))
+    wait = timedelta(seconds=RENDEZVOUS_TIMEOUT_S)
+    store = TCPStore("0.0.0.0", 0, is_master=True, wait_for_workers=False, timeout=wait)
     try:
         yield f"{_reachable_address()}:{store.port}"
     finally:
         del store
-
-
-def _seconds(value: float):
-    from datetime import timedelta
-
-    return timedelta(seconds=value)
 
 
 def _reachable_address() -> str:

@@ -22,6 +22,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("aitp.lake", "aitp.home"),
     # language models
     ("aitp.tokenizer", "aitp.policies"),
+    # the one seam between the loop engine and a world
+    ("aitp.environment",),
     ("aitp.rollouts",),
     ("aitp.train",),
     ("aitp.evaluate", "aitp.registry"),

@@ -1,7 +1,7 @@
 """The loop: eval -> filter -> train -> promote, one committed stage at a time (no Prefect import here)."""
 
 from aitp.loop.config import LoopConfig, RolloutConfig, TaskSpec
-from aitp.loop.environment import ActSummary, Environment, Evaluator
+from aitp.environment import ActSummary, Environment, Evaluator
 from aitp.loop.experiment import LoopRun, open_experiment, resume_config
 from aitp.loop.iteration import Stages, run_iteration
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from aitp.lake import record_iteration
-from aitp.loop.environment import Evaluator, Scored
+from aitp.environment import Evaluator, Scored
 from aitp.policies.spec import PolicySpec
 from aitp.registry import CHALLENGER, CHAMPION, Decision, PromotionConfig, Registry, crown, judge
 from aitp.registry.promotion import require_version

@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 from aitp.evaluate import EvalResult, load_eval, pinned_eval_name
 from aitp.loop.config import LoopConfig, ProvingConfig
-from aitp.loop.environment import ActSummary, Progress
+from aitp.environment import ActSummary, Progress
 from aitp.policies.spec import PolicySpec
 from aitp.proving.env import ProverEnv, Theorem
 from aitp.proving.theorem_set import TheoremSet
@@ -183,7 +183,7 @@ def _workers_on_this_host(client: Any) -> bool:
 
 
 class ProverEnvironment:
-    """Theorem proving as the loop's environment (see `aitp.loop.environment.Environment`)."""
+    """Theorem proving as the loop's environment (see `aitp.environment.Environment`)."""
 
     items_table = "items"
     acted_tables = TRACE_TABLES

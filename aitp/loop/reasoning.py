@@ -15,7 +15,7 @@ from typing import Any
 
 from aitp.envs.items import Item, generate_items
 from aitp.loop.config import LoopConfig
-from aitp.loop.environment import ActSummary, Progress
+from aitp.environment import ActSummary, Progress
 from aitp.policies.spec import PolicySpec
 
 _SUMMARY_SQL = """
@@ -35,7 +35,7 @@ def lake_rollout_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class ReasoningEnvironment:
-    """reasoning-gym tasks as the loop's environment (see `aitp.loop.environment.Environment`)."""
+    """reasoning-gym tasks as the loop's environment (see `aitp.environment.Environment`)."""
 
     items_table = "items"
     acted_tables = ("rollouts",)

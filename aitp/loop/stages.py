@@ -6,7 +6,7 @@ continues at the first stage that is not committed, reusing what is (no duplicat
 repeated training). Stages hand each other nothing in memory but small summaries: what a stage
 needs it reads back from the lake, the checkpoint directory or the registry. What is specific to a
 world (what an item is, how a policy acts, how examples are selected) comes from the run's
-environment (`aitp.loop.environment`); these functions are the same for every environment.
+environment (`aitp.environment`); these functions are the same for every environment.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aitp.lake import commits, committed_shards, read_iteration, record_iteration, write_partition
-from aitp.loop.environment import ActSummary, Progress
+from aitp.environment import ActSummary, Progress
 from aitp.loop.experiment import LoopRun
 from aitp.policies.spec import PolicySpec
 

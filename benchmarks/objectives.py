@@ -127,7 +127,8 @@ def main() -> None:
             )
         interval = f"{g.gain:+.3f} ({g.low:+.3f} to {g.high:+.3f})"
         paired.append(f"| {run.experiment} | {g.rate_b:.3f} | {g.rate_a:.3f} | {interval} | {g.n_items} |")
-    counts = {run.experiment: table_rows(run) for run in args.runs}
+    same_name = len({run.experiment for run in args.runs}) < len(args.runs)  # e.g. overlap on and off, two homes
+    counts = {(f"{run.experiment} ({run.home})" if same_name else run.experiment): table_rows(run) for run in args.runs}
     rows = ["| table | " + " | ".join(counts) + " |", "|---|" + "---:|" * len(counts)]
     rows += [f"| {t} | " + " | ".join(f"{c[t]:,}" for c in counts.values()) + " |" for t in TABLES]
     print(

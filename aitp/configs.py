@@ -25,6 +25,14 @@ SHIPPED_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 """The repository's `configs/`: the embedded default run and each backend's proving loop live there."""
 
 
+MAX_NAME_LENGTH = 100
+"""Experiment and eval names become file and directory names (255 bytes at most) with prefixes and suffixes."""
+
+
+UNION_TAGS = {"reasoning", "proving"}
+"""The `type` tags of the loop config's environment union (the worlds), which pydantic puts in an error's key."""
+
+
 class ConfigError(AitpError):
     """A config file or override that does not validate."""
 
@@ -41,12 +49,12 @@ def _known_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     keys = []
     for name, field in model.model_fields.items():
         keys.append(prefix + name)
-        # a section that may be left out (`proving: ProvingConfig | None`) takes overrides of its keys too
+        # a section that may be left out (`generator: GeneratorConfig | None`) takes overrides of its keys too,
+        # and a union of sections (the loop's `environment`) takes the keys of each member
         for section in (field.annotation, *get_args(field.annotation)):
             if isinstance(section, type) and issubclass(section, BaseModel):
                 keys += _known_keys(section, prefix + name + ".")
-                break
-    return keys
+    return list(dict.fromkeys(keys))
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str], model: type[BaseModel]) -> dict[str, Any]:
@@ -71,8 +79,14 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], model: type[Base
 
 
 def error_key(error: ValidationError) -> str:
-    """The dotted key of a validation error's first failure (`rollouts.threshold`)."""
-    return ".".join(str(p) for p in error.errors()[0]["loc"]) or "(top level)"
+    """The dotted key of a validation error's first failure (`environment.rollouts.threshold`).
+
+    Inside a union keyed by `type` pydantic names the member's tag as a key of its own (`environment.reasoning.
+    tasks`); the user wrote no such key, so it is left out.
+    """
+    loc = [str(p) for p in error.errors()[0]["loc"]]
+    loc = [p for i, p in enumerate(loc) if not (i and loc[i - 1] == "environment" and p in UNION_TAGS)]
+    return ".".join(loc) or "(top level)"
 
 
 def explain(error: ValidationError) -> str:

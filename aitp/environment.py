@@ -6,7 +6,7 @@ kept -> select training examples -> train -> register -> evaluate -> promote. An
 what an item is and how it is regenerated, how a policy acts on a chunk of items (sample a group of
 answers, or search a proof) and scores the result, which lake tables that writes, how training
 examples are selected from the lake and trained on, and how a model is evaluated on the fixed held-out set. The
-reasoning-gym environment implements it in `aitp.loop.reasoning`; a prover environment plugs in
+reasoning-gym environment implements it in `aitp.reasoning.environment`; a prover environment plugs in
 the same way.
 """
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from aitp.fanout.config import FanoutConfig
 from aitp.policies.spec import PolicySpec
 
 Progress = Callable[[int, int], None]
@@ -46,6 +47,17 @@ class Evaluator(Protocol):
 
 
 @dataclass(frozen=True)
+class LoopSettings:
+    """What a world reads of the engine's part of the loop config when it builds its environment."""
+
+    experiment: str
+    seed: int
+    """The loop's seed: a world derives its items', sampling's and training's seeds from it."""
+    device: str | None
+    fanout: FanoutConfig
+
+
+@dataclass(frozen=True)
 class ActSummary:
     """What an iteration's committed acting produced: units (groups, searches), how many were kept."""
 
@@ -72,6 +84,13 @@ class Environment(Protocol):
     chunk_items: int
     """Items per committed chunk: the unit of resume."""
     evaluator: Evaluator
+    starting_policy: PolicySpec
+    """The model iteration 0 starts from while the registry has no champion."""
+    max_policy_lag: int
+    """The most champions crowned between the model that acted and the model trained on what it did."""
+
+    def trains_on_nodes(self, iteration: int) -> bool:
+        """Whether the iteration's training spans several nodes (one launcher agent per Dask worker)."""
 
     def acts(self, iteration: int) -> bool:
         """Whether the iteration acts (samples or searches) before training; False: it trains on what is there."""

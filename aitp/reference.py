@@ -41,6 +41,8 @@ class Section:
     path: str
     model: type[BaseModel]
     defaults: BaseModel | None
+    variant: str = ""
+    """For a member of a union keyed by `type` (the loop's `environment`): its tag."""
 
 
 def attribute_docs(model: type[BaseModel]) -> dict[str, str | None]:
@@ -75,6 +77,12 @@ def _nested(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
     return None, False
 
 
+def _variants(annotation: Any) -> list[type[BaseModel]]:
+    """The config classes of a union of several (the loop's `environment`: one per world), else none."""
+    members = [a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+    return members if get_origin(annotation) in (Union, types.UnionType) and len(members) > 1 else []
+
+
 def _default(field: FieldInfo, name: str, defaults: BaseModel | None) -> Any:
     """A field's default in its section: the section's default instance's value, else the class's."""
     if defaults is not None:
@@ -86,9 +94,11 @@ def config_sections(model: type[BaseModel] = LoopConfig) -> list[Section]:
     """Every config class reachable from `model`, depth first, each at its YAML path ('' for the top level)."""
     sections: list[Section] = []
 
-    def visit(path: str, klass: type[BaseModel], defaults: BaseModel | None) -> None:
-        sections.append(Section(path, klass, defaults))
+    def visit(path: str, klass: type[BaseModel], defaults: BaseModel | None, variant: str = "") -> None:
+        sections.append(Section(path, klass, defaults, variant))
         for name, field in klass.model_fields.items():
+            for member in _variants(field.annotation):
+                visit(f"{path}.{name}" if path else name, member, None, member.model_fields["type"].default)
             nested, many = _nested(field.annotation)
             if nested is not None:
                 value = None if many else _default(field, name, defaults)
@@ -173,12 +183,14 @@ def render_configuration() -> str:
         "",
         "`aitp run --config FILE --set key=value` reads a YAML file into `aitp.loop.config.LoopConfig`: the keys",
         "below, grouped by section (a section is a mapping under its key; `tasks[]` is each item of the `tasks` list).",
-        "A key left out takes its default; `--set` takes the same dotted keys (`--set rollouts.group_size=4`).",
+        "A key left out takes its default; `--set` takes the same dotted keys",
+        "(`--set environment.rollouts.group_size=4`).",
         "Unknown keys are refused.",
     ]
     for section in config_sections():
         model = section.model
-        lines += ["", f"## `{section.path}`" if section.path else "## Top level", ""]
+        title = f"## `{section.path}`" if section.path else "## Top level"
+        lines += ["", title + (f" (type: {section.variant})" if section.variant else ""), ""]
         lines += [f"{_first_paragraph(model.__doc__)} (`{model.__module__}.{model.__qualname__}`)", ""]
         lines += ["| Key | Type | Default | Description |", "| --- | --- | --- | --- |"]
         lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in field_rows(section)]

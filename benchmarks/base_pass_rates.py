@@ -8,7 +8,7 @@ Self-training learns only from groups with at least one right answer, so a task 
 where the base model is above zero but far from solved. For each task and level this samples `--group`
 completions of `--items` held-out items (the eval split, so a recipe's eval items are the ones
 measured) with the policy's own sampler (the fast decoder on CUDA) and strict scoring, as the loop's
-evaluation does (`aitp.evaluate.run_eval`). Per cell it prints the pass rate of single samples
+evaluation does (`aitp.reasoning.evaluate.run_eval`). Per cell it prints the pass rate of single samples
 (pass@1), the share of items with at least one pass in the group (what the exact-answer filter
 keeps), the format-error rate, mean completion tokens, and the decoding rate. `--levels none` uses
 each task's default config. Prints a markdown table naming the device.
@@ -22,8 +22,8 @@ import time
 
 import torch
 
-from aitp.evaluate import EvalConfig, build_eval_set, run_eval
 from aitp.policies.loading import load_policy
+from aitp.reasoning.evaluate import EvalConfig, build_eval_set, run_eval
 
 
 def cell(policy, task: str, level: str, args) -> dict:

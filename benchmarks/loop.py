@@ -28,13 +28,13 @@ from typing import Any
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
 WORK = {
-    "rollouts": ("aitp.rollouts.run", "run_rollouts"),
+    "rollouts": ("aitp.reasoning.rollouts.run", "run_rollouts"),
     "fit": ("aitp.train.run", "fit"),
-    "eval": ("aitp.evaluate", "run_eval"),
+    "eval": ("aitp.reasoning.evaluate", "run_eval"),
 }
 ENVIRONMENT = {
-    "items": ("aitp.loop.reasoning", "generate_items"),
-    "eval_set": ("aitp.evaluate", "build_eval_set"),
+    "items": ("aitp.reasoning.environment", "generate_items"),
+    "eval_set": ("aitp.reasoning.evaluate", "build_eval_set"),
 }
 
 
@@ -95,10 +95,10 @@ def measure(scale: int, iterations: int, home: Path, config: Path = QUICKSTART) 
     overrides = [
         f"experiment=bench-x{scale}",
         f"iterations={iterations}",
-        f"rollouts.items_per_task={base.rollouts.items_per_task * scale}",
-        f"rollouts.chunk_items={base.rollouts.chunk_items * scale}",
-        f"eval.n_per_task={base.eval.n_per_task * scale}",
-        f"demonstrations_per_task={base.demonstrations_per_task}",
+        f"environment.rollouts.items_per_task={base.environment.rollouts.items_per_task * scale}",
+        f"fanout.chunk_items={base.fanout.chunk_items * scale}",
+        f"environment.eval.n_per_task={base.environment.eval.n_per_task * scale}",
+        f"environment.demonstrations_per_task={base.environment.demonstrations_per_task}",
     ]
     spent_by_iteration: dict[int, dict[str, float]] = {}
     spent: dict[str, float] = {}

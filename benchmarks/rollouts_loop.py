@@ -39,13 +39,13 @@ from pathlib import Path
 
 import torch
 
+from aitp.fanout.shards import cut_shards, default_shard_size, sample_seed
 from aitp.fingerprint import fingerprint
 from aitp.lake.reader import read_partition
 from aitp.policies.base import SamplingParams
 from aitp.policies.fast.resident import resident_engines
 from aitp.policies.loading import load_policy
-from aitp.rollouts.shards import cut_shards, default_shard_size, sample_seed
-from aitp.rollouts.worker import WARM_PROMPTS, worker_name
+from aitp.reasoning.rollouts.worker import WARM_PROMPTS, worker_name
 
 
 def checkpoint_of(home: Path, version: str) -> Path:
@@ -172,7 +172,7 @@ def main() -> None:
     if args.dask:
         from distributed import Client
 
-        from aitp.rollouts.cluster import GPU, local_cluster
+        from aitp.fanout.cluster import GPU, local_cluster
 
         with local_cluster(gpus=1) as cluster, Client(cluster) as client:
             options = (args.hold_gib, args.history, args.fresh_policy)

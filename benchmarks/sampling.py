@@ -33,8 +33,8 @@ def _prompts(count: int, path: str | None) -> list:
     """`count` chat prompts: reasoning-gym basic_arithmetic items, or the first ones of a JSON file."""
     if path:
         return json.loads(Path(path).read_text())[:count]
-    from aitp.envs.items import generate_items
-    from aitp.envs.prompt import build_messages
+    from aitp.reasoning.items import generate_items
+    from aitp.reasoning.prompt import build_messages
 
     return [build_messages(item) for item in generate_items("basic_arithmetic", count, seed=0, split="eval")]
 

@@ -12,8 +12,8 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from aitp.envs.groups import score_group
-from aitp.envs.items import Item, generate_items
+from aitp.reasoning.groups import score_group
+from aitp.reasoning.items import Item, generate_items
 from aitp.tokenizer import load_token_counter
 
 TASKS = ("basic_arithmetic", "spell_backward", "gcd", "word_ladder", "sudoku")

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/shard_rows.py [--prompts N] [--n 16] [--wrong 3,99]
 
-`aitp.rollouts.worker.rollout_shard` runs on the GPU worker after `policy.sample`, before the next
+`aitp.reasoning.rollouts.worker.rollout_shard` runs on the GPU worker after `policy.sample`, before the next
 shard can start. Here its policy is a stand-in that returns canned short completions (the shape of
 `configs/gpu.yaml`'s answers: a tagged answer, right with probability 0.4, else one of `--wrong` + 1
 wrong numbers), so the timing is the shard's scoring and row building alone. Baseline in the same run:
@@ -28,14 +28,14 @@ from pathlib import Path
 
 import yaml
 
-import aitp.rollouts.worker as worker
-from aitp.envs.groups import score_group
-from aitp.envs.items import generate_items
-from aitp.envs.scoring import score_completion, verifier_entry
-from aitp.filtering import filter_rows
+import aitp.reasoning.rollouts.worker as worker
 from aitp.lake import write_partition
-from aitp.loop.reasoning import lake_rollout_rows
 from aitp.policies.base import Completion, SamplingParams
+from aitp.reasoning.environment import lake_rollout_rows
+from aitp.reasoning.filtering import filter_rows
+from aitp.reasoning.groups import score_group
+from aitp.reasoning.items import generate_items
+from aitp.reasoning.scoring import score_completion, verifier_entry
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "gpu.yaml"
 
@@ -133,7 +133,7 @@ def fetch_table(rows: list[dict], threshold: float) -> None:
     """Seconds to fetch the rows from a worker process, in one object and as a plain list; each copy committed."""
     from distributed import Client, wait
 
-    from aitp.rollouts.cluster import local_cluster
+    from aitp.fanout.cluster import local_cluster
 
     blob = pickle.dumps(rows, protocol=5)
     best = {True: float("inf"), False: float("inf")}

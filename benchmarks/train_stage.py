@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from aitp.configs import load_config
-from aitp.envs.items import generate_items
 from aitp.loop.config import LoopConfig
+from aitp.reasoning.items import generate_items
 from aitp.train.config import TrainConfig
 from aitp.train.data import demonstration
 from aitp.train.run import TrainResult, fit
@@ -31,10 +31,10 @@ from aitp.train.run import TrainResult, fit
 
 def demonstrations(config: LoopConfig, per_task: int) -> list[dict[str, Any]]:
     """`per_task` training demonstrations of each of the config's tasks, as the loop's examples."""
-    out = []
-    for task in config.tasks:
+    out, world = [], config.environment
+    for task in world.tasks:
         for item in generate_items(task.name, per_task, config.seed, task_config=task.config):
-            example = demonstration(item.question, item.answer, config.system_prompt)
+            example = demonstration(item.question, item.answer, world.system_prompt)
             out.append({"item_id": f"{task.name}-{item.index}", "task": task.name, **example})
     return out
 
@@ -57,7 +57,7 @@ def main() -> None:
     args = parser.parse_args()
 
     config = load_config(LoopConfig, args.config, args.set)
-    train = config.train_config(args.iteration)
+    train = config.environment.train_config(args.iteration, config.seed)
     if args.steps:
         train = TrainConfig.model_validate({**train.model_dump(), "steps": args.steps})
     examples = demonstrations(config, args.per_task)
@@ -65,7 +65,7 @@ def main() -> None:
     if args.cluster == "idle":
         from distributed import Client
 
-        from aitp.rollouts.cluster import loop_cluster
+        from aitp.fanout.cluster import loop_cluster
 
         cluster = loop_cluster(config.device)
         client = Client(cluster, set_as_default=False)

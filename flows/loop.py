@@ -18,12 +18,12 @@ from prefect import flow, tags
 from prefect.context import TagsContext
 from prefect.runtime import flow_run
 
+from aitp.fanout.cluster import dask_client, loop_cluster
 from aitp.home import resolve_home
 from aitp.lake import is_finished
 from aitp.loop import LoopConfig, LoopRun, Stages, open_experiment, run_iteration
 from aitp.loop.experiment import experiment_config
 from aitp.loop.iteration import Event, broadcast
-from aitp.rollouts.cluster import dask_client, loop_cluster
 from aitp.services import mlflow_uri
 from tasks import loop as prefect_tasks
 from tasks.artifacts import ArtifactReporter
@@ -59,7 +59,7 @@ def iteration_flow(
         # workers for the next iteration's acting.
         if not run.environment.acts(iteration) and dask_address is None:
             return run_iteration(run, iteration, None, PREFECT_STAGES, events, flow_run_id=str(flow_run.id))
-        with dask_client(dask_address, config.rollouts.workers) as client:
+        with dask_client(dask_address, config.fanout.workers) as client:
             return run_iteration(run, iteration, client, PREFECT_STAGES, events, flow_run_id=str(flow_run.id))
 
 
@@ -105,11 +105,11 @@ def loop_flow(
     last = cfg.iterations if iterations is None else iterations
     todo = [k for k in range(last + 1) if not is_finished(root, cfg.experiment, k)]
     # acting fans out over Dask, and so does a training over several nodes (one launcher agent per worker)
-    needs_dask = any(run.environment.acts(k) or cfg.train_config(k).nodes > 1 for k in todo)
+    needs_dask = any(run.environment.acts(k) or run.environment.trains_on_nodes(k) for k in todo)
     rows = []
     with (
         run.registry.experiment_run(cfg.experiment),  # the parent run ends with the loop
-        _cluster(dask_address or cfg.rollouts.dask_address, cfg.rollouts.workers, needs_dask, cfg.device) as address,
+        _cluster(dask_address or cfg.fanout.dask_address, cfg.fanout.workers, needs_dask, cfg.device) as address,
     ):
         if address:
             _warm(address, run)

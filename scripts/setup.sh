@@ -56,7 +56,7 @@ if [ -n "$wheelhouse" ]; then
   for model in "$stage"/models/*.tar; do
     [ -e "$model" ] || continue
     mkdir -p models && tar -C models -xf "$model"
-    echo "model directory models/$(basename "$model" .tar): run with --set policy=$PWD/models/$(basename "$model" .tar)"
+    echo "model directory models/$(basename "$model" .tar): run with --set environment.policy=$PWD/models/$(basename "$model" .tar)"
   done
   if compgen -G "$stage/debs/*.deb" >/dev/null; then
     "$python" scripts/prover_debs.py unpack "$stage/debs" .provers

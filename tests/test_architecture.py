@@ -17,17 +17,28 @@ LAYERS: list[tuple[str, ...]] = [
     # what a checkpoint of any kind looks like, and its content id
     ("aitp.checkpoints", "aitp.fingerprint"),
     # the worlds' items and scores, and the rules that keep or drop them
-    ("aitp.envs", "aitp.filtering"),
+    (
+        "aitp.reasoning.tasks",
+        "aitp.reasoning.items",
+        "aitp.reasoning.prompt",
+        "aitp.reasoning.extraction",
+        "aitp.reasoning.scoring",
+        "aitp.reasoning.groups",
+        "aitp.reasoning.filtering",
+    ),
     # where data lives
     ("aitp.lake", "aitp.home"),
+    # an evaluation as the lake records it; fan-out over Dask
+    ("aitp.evals", "aitp.fanout"),
     # language models
     ("aitp.tokenizer", "aitp.policies"),
     # the one seam between the loop engine and a world
     ("aitp.environment",),
-    ("aitp.rollouts",),
+    ("aitp.reasoning.rollouts",),
     ("aitp.train",),
-    ("aitp.evaluate", "aitp.registry"),
-    ("aitp.proving",),
+    ("aitp.reasoning.evaluate", "aitp.registry"),
+    # the worlds: each one's config and Environment
+    ("aitp.proving", "aitp.reasoning"),
     # views of the lake an iteration draws
     ("aitp.report", "aitp.viz"),
     ("aitp.loop",),
@@ -38,10 +49,20 @@ LAYERS: list[tuple[str, ...]] = [
 """The layers of aitp, lowest first: a module imports from its own layer or from a lower one, never a higher one."""
 
 
+def _typing_only(tree: ast.Module) -> set[int]:
+    """Ids of the import nodes under `if TYPE_CHECKING:`: annotations only, never run, so no arrow between jobs."""
+    guarded = [n for n in ast.walk(tree) if isinstance(n, ast.If) and ast.unparse(n.test).endswith("TYPE_CHECKING")]
+    return {id(node) for block in guarded for stmt in block.body for node in ast.walk(stmt)}
+
+
 def _imports(path: Path) -> set[str]:
-    """Modules a file imports, at any depth (lazy imports inside functions count too)."""
+    """Modules a file imports, at any depth (lazy imports inside functions count too; annotation-only ones not)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    skip = _typing_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -5,7 +5,8 @@ import shutil
 import pytest
 
 from aitp.checkpoints import CheckpointError, verify_checkpoint
-from aitp.evaluate import (
+from aitp.lake import connect
+from aitp.reasoning.evaluate import (
     EvalConfig,
     EvalSetChangedError,
     build_eval_set,
@@ -14,7 +15,6 @@ from aitp.evaluate import (
     pinned_eval_name,
     wilson,
 )
-from aitp.lake import connect
 from tests.train.helpers import SYSTEM, tiny_base
 
 CONFIG = EvalConfig(tasks=["basic_arithmetic", "leg_counting"], n_per_task=4, max_tokens=8, system_prompt=SYSTEM)

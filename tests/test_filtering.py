@@ -3,7 +3,7 @@
 import pytest
 
 from aitp.errors import BadInputError
-from aitp.filtering import decide_group, filter_rows, summarize
+from aitp.reasoning.filtering import decide_group, filter_rows, summarize
 
 
 @pytest.mark.parametrize(

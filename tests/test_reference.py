@@ -53,7 +53,13 @@ def _keys(model: type[BaseModel], prefix: str = "") -> list[str]:
 
 def test_every_loop_config_key_appears(generated: dict[str, str]):
     keys = _keys(LoopConfig)
-    assert {"rollouts.group_size", "tasks[].name", "proving.generator.base", "self_train.lora.r"} <= set(keys)
+    assert {
+        "environment.rollouts.group_size",
+        "environment.tasks[].name",
+        "environment.generator.base",
+        "environment.self_train.lora.r",
+        "fanout.chunk_items",
+    } <= set(keys)
     missing = [k for k in keys if f"| `{k}` |" not in generated["configuration.md"]]
     assert missing == []
 

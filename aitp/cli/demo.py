@@ -7,8 +7,8 @@ from rich.console import Console
 from rich.table import Table
 
 from aitp.cli.app import app
-from aitp.envs.groups import score_group
-from aitp.envs.items import generate_items
+from aitp.reasoning.groups import score_group
+from aitp.reasoning.items import generate_items
 from aitp.tokenizer import load_token_counter
 
 DEMO_TASKS = ("basic_arithmetic", "spell_backward", "gcd", "leg_counting", "sudoku")

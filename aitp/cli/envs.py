@@ -11,10 +11,10 @@ from typing import Any, TextIO
 import typer
 
 from aitp.cli.app import app
-from aitp.envs.groups import score_group
-from aitp.envs.items import DEFAULT_EVAL_SIZE, Item, generate_items, parse_difficulty
-from aitp.envs.tasks import list_tasks
 from aitp.errors import AitpError, BadInputError
+from aitp.reasoning.groups import score_group
+from aitp.reasoning.items import DEFAULT_EVAL_SIZE, Item, generate_items, parse_difficulty
+from aitp.reasoning.tasks import list_tasks
 from aitp.tokenizer import load_token_counter
 
 

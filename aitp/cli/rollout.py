@@ -93,10 +93,10 @@ def rollout_command(
     progress: bool = typer.Option(True, help="Show a progress bar on stderr."),
 ) -> None:
     """Sample --group-size completions per item on Dask, score them, write groups as JSONL (`aitp score` fields)."""
-    from aitp.envs.items import generate_items, parse_difficulty
+    from aitp.fanout.cluster import dask_client
     from aitp.policies.base import SamplingParams
-    from aitp.rollouts.cluster import dask_client
-    from aitp.rollouts.run import group_records, local_gpus, preflight, run_rollouts
+    from aitp.reasoning.items import generate_items, parse_difficulty
+    from aitp.reasoning.rollouts.run import group_records, local_gpus, preflight, run_rollouts
 
     for name, value in (("--n-items", n_items), ("--group-size", group_size), ("--max-tokens", max_tokens)):
         if value < 1:

@@ -133,9 +133,9 @@ def run_command(
 ) -> None:
     """Run the loop (eval -> filter -> train -> promote) as Prefect flow runs, one per iteration."""
     from aitp.disk import disk_full_error
+    from aitp.fanout.cluster import check_device
     from aitp.loop.experiment import check_experiment, experiment_config
     from aitp.loop.writer_lock import writer_lock
-    from aitp.rollouts.cluster import check_device
     from aitp.service_watch import WatchedService, run_services, watch_services
     from aitp.services import apply_offline_env, mlflow_uri, prefect_api
 
@@ -151,7 +151,7 @@ def run_command(
         filter(None, [os.environ.get("PYTHONWARNINGS"), "ignore:resource_tracker:UserWarning"])
     )
     display = LiveDisplay()
-    print(f"experiment {cfg.experiment}: {len(cfg.tasks)} tasks, iterations 0..{cfg.iterations}; home {root}")
+    print(f"experiment {cfg.experiment}: {cfg.environment.type}, iterations 0..{cfg.iterations}; home {root}")
     resume_hint = f"aitp run --resume {cfg.experiment} --home {shlex.quote(str(root))}"
     try:
         with writer_lock(root, cfg.experiment), prefect_api(root) as url:  # one writer per experiment

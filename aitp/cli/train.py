@@ -73,10 +73,10 @@ def eval_command(
 ) -> None:
     """Evaluate a checkpoint on the fixed eval set: pass rate (95% CI), format errors, tokens per task and level."""
     from aitp.configs import load_config
-    from aitp.envs.tasks import task_info
-    from aitp.evaluate import EvalConfig, EvalSetEvaluator, evaluate
     from aitp.home import resolve_home
     from aitp.loop.evaluation import evaluate_version
+    from aitp.reasoning.evaluate import EvalConfig, EvalSetEvaluator, evaluate
+    from aitp.reasoning.tasks import task_info
     from aitp.registry import Registry
 
     if (checkpoint is None) == (version is None):
@@ -131,9 +131,9 @@ def promote_command(
 ) -> None:
     """Promote the challenger to champion if it beats the champion by the margin; or --rollback."""
     from aitp.configs import load_config
-    from aitp.evaluate import EvalConfig, EvalSetEvaluator
     from aitp.home import resolve_home
     from aitp.loop.evaluation import gate
+    from aitp.reasoning.evaluate import EvalConfig, EvalSetEvaluator
     from aitp.registry import PromotionConfig, Registry
     from aitp.registry import rollback as do_rollback
 

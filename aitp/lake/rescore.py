@@ -25,7 +25,7 @@ from aitp.lake.storage import Lake
 from aitp.lake.views import connect
 from aitp.lake.writer import write_partition
 
-# (item as a dict of aitp.envs Item fields, completion) -> (raw, lenient, format_error, extracted)
+# (item as a dict of aitp.reasoning Item fields, completion) -> (raw, lenient, format_error, extracted)
 ScoreFn = Callable[[dict[str, Any], str], tuple[float, float, str | None, str | None]]
 
 _COLUMNS = [
@@ -58,12 +58,12 @@ def verifier_version() -> str:
 
 
 def envs_scorer() -> ScoreFn:
-    """The current verifier of `aitp.envs`, caching each item across the samples of its group."""
+    """The current verifier of `aitp.reasoning`, caching each item across the samples of its group."""
     try:
-        from aitp.envs.items import Item
-        from aitp.envs.scoring import score_completion
+        from aitp.reasoning.items import Item
+        from aitp.reasoning.scoring import score_completion
     except ImportError as exc:
-        raise LakeError(f"rescore needs the verifier in aitp.envs ({exc}): update aitp") from exc
+        raise LakeError(f"rescore needs the verifier in aitp.reasoning ({exc}): update aitp") from exc
     cache: dict[str, Any] = {}
 
     def score(item: dict[str, Any], completion: str) -> tuple[float, float, str | None, str | None]:

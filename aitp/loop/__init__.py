@@ -1,7 +1,7 @@
 """The loop: eval -> filter -> train -> promote, one committed stage at a time (no Prefect import here)."""
 
-from aitp.loop.config import LoopConfig, RolloutConfig, TaskSpec
 from aitp.environment import ActSummary, Environment, Evaluator
+from aitp.loop.config import LoopConfig
 from aitp.loop.experiment import LoopRun, open_experiment, resume_config
 from aitp.loop.iteration import Stages, run_iteration
 
@@ -11,9 +11,7 @@ __all__ = [
     "Evaluator",
     "LoopConfig",
     "LoopRun",
-    "RolloutConfig",
     "Stages",
-    "TaskSpec",
     "open_experiment",
     "resume_config",
     "run_iteration",

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from aitp.lake import record_iteration
 from aitp.environment import Evaluator, Scored
+from aitp.lake import record_iteration
 from aitp.policies.spec import PolicySpec
 from aitp.registry import CHALLENGER, CHAMPION, Decision, PromotionConfig, Registry, crown, judge
 from aitp.registry.promotion import require_version

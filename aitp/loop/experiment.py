@@ -31,7 +31,7 @@ from aitp.configs import (
     load_config,
 )
 from aitp.errors import AitpError, BadInputError, UnknownExperimentError
-from aitp.loop.config import LoopConfig
+from aitp.loop.config import LoopConfig, from_flat_layout
 
 DEFAULT_CONFIG = SHIPPED_CONFIGS / "quickstart.yaml"
 """The embedded default: the quickstart of the checkout aitp runs from."""
@@ -94,14 +94,8 @@ class LoopRun:
 
     @cached_property
     def environment(self):
-        """The environment the config names: reasoning-gym tasks or theorem proving."""
-        if self.config.environment == "proving":
-            from aitp.loop.proving import ProverEnvironment
-
-            return ProverEnvironment(self.config, self.home)
-        from aitp.loop.reasoning import ReasoningEnvironment
-
-        return ReasoningEnvironment(self.config)
+        """The environment of the config's world: reasoning-gym tasks or theorem proving."""
+        return self.config.build_environment(self.home)
 
     @property
     def version(self) -> str:
@@ -132,7 +126,7 @@ def check_experiment(home: Path, config: LoopConfig, new_version: bool = False) 
     path = _record_path(home, config.experiment)
     data = json.loads(path.read_text()) if path.exists() else {"experiment": config.experiment, "versions": []}
     versions = data["versions"]
-    if versions and versions[-1]["hash"] != config_hash(config) and not new_version:
+    if versions and not _same_recipe(versions[-1], config) and not new_version:
         keys = changed_keys(versions[-1]["config"], config.model_dump(mode="json"))
         shown = ", ".join(keys[:5]) + (" …" if len(keys) > 5 else "")
         raise ExperimentConfigError(
@@ -140,6 +134,18 @@ def check_experiment(home: Path, config: LoopConfig, new_version: bool = False) 
             f"`aitp run --resume {config.experiment}`, pick another experiment name, or pass --new-version"
         )
     return data
+
+
+def _same_recipe(version: dict[str, Any], config: LoopConfig) -> bool:
+    """Whether a recorded version ran this config: the same hash, or a record written in an older layout (before
+    each world had its `environment` section) that validates to this config."""
+    digest = config_hash(config)
+    if version["hash"] == digest:
+        return True
+    try:
+        return config_hash(LoopConfig.model_validate(version["config"])) == digest
+    except ValidationError:
+        return False
 
 
 def open_experiment(
@@ -181,7 +187,7 @@ def recorded_config(home: Path, experiment: str) -> dict[str, Any]:
 
 def resume_config(home: Path, experiment: str, overrides: list[str] | None = None) -> LoopConfig:
     """The latest config an experiment ran with, with overrides, for `aitp run --resume` (one line if invalid)."""
-    data = apply_overrides(recorded_config(home, experiment), overrides or [], LoopConfig)
+    data = apply_overrides(from_flat_layout(recorded_config(home, experiment)), overrides or [], LoopConfig)
     try:
         return LoopConfig.model_validate(data)
     except ValidationError as exc:

@@ -214,7 +214,7 @@ class PolicyLagError(AitpError):
 
 
 def _checked_lag(run: LoopRun, iteration: int) -> int:
-    lag, bound = stages.policy_lag(run, iteration), run.config.rollouts.max_policy_lag
+    lag, bound = stages.policy_lag(run, iteration), run.environment.max_policy_lag
     if lag > bound:
         raise PolicyLagError(
             f"iteration {iteration}'s rollouts come from a model {lag} champions behind its own, over "

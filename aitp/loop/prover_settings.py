@@ -18,4 +18,4 @@ def loop_proving(backend: str) -> ProvingConfig:
     """The `proving` section of the backend's shipped loop config: its theorem set, tactic timeout and budgets."""
     if backend not in PROVER_BACKENDS:
         raise UnknownBackendError(f"no proving loop for backend '{backend}': use one of {', '.join(PROVER_BACKENDS)}")
-    return load_config(LoopConfig, SHIPPED_CONFIGS / LOOP_CONFIGS[backend]).proving
+    return load_config(LoopConfig, SHIPPED_CONFIGS / LOOP_CONFIGS[backend]).environment

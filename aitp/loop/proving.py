@@ -22,15 +22,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from aitp.evaluate import EvalResult, load_eval, pinned_eval_name
-from aitp.loop.config import LoopConfig, ProvingConfig
-from aitp.environment import ActSummary, Progress
+from aitp.environment import ActSummary, LoopSettings, Progress
+from aitp.evals import EvalResult, load_eval, pinned_eval_name
 from aitp.policies.spec import PolicySpec
 from aitp.proving.env import ProverEnv, Theorem
 from aitp.proving.theorem_set import TheoremSet
 from aitp.proving.traces import TRACE_TABLES
 
 if TYPE_CHECKING:
+    from aitp.loop.config import ProvingConfig
     from aitp.proving.prover_models import ProverModels
     from aitp.proving.search import Critic
 
@@ -160,7 +160,7 @@ def search_on_dask(
     """Search theorems over Dask, one task per shard (retried when its worker dies); shard results in order.
 
     `resources` (a GPU) places every shard on a worker that has them: where its tactic model decodes."""
-    from aitp.rollouts.shards import shard_tasks
+    from aitp.fanout.shards import shard_tasks
 
     shards = [names[i : i + shard_size] for i in range(0, len(names), shard_size)]
     results: list[dict[str, Any]] = [{}] * len(shards)
@@ -188,11 +188,13 @@ class ProverEnvironment:
     items_table = "items"
     acted_tables = TRACE_TABLES
 
-    def __init__(self, config: LoopConfig, home: Path) -> None:
-        self.config = config
-        self.proving: ProvingConfig = config.proving or ProvingConfig()
+    def __init__(self, proving: ProvingConfig, settings: LoopSettings, home: Path) -> None:
+        self.config = settings
+        self.proving = proving
         self.home = Path(home)
-        self.chunk_items = config.rollouts.chunk_items
+        self.chunk_items = settings.fanout.chunk_items
+        self.starting_policy = PolicySpec(backend="tiny")  # the prover's models start untrained, not from a policy
+        self.max_policy_lag = 0  # a search always uses the iteration's own starting models
         self.evaluator = ProofEvaluator(self)
         self._check_human_steps()
 
@@ -242,6 +244,10 @@ class ProverEnvironment:
     def acts(self, iteration: int) -> bool:
         return iteration > 0 or not self.starts_untrained
 
+    def trains_on_nodes(self, iteration: int) -> bool:
+        """The prover's models train in the flow's process (or the user's train_command): never across nodes."""
+        return False
+
     def warm_up(self, client: Any) -> None:
         """Nothing: a search's tactic model loads with its first shard."""
 
@@ -282,16 +288,16 @@ class ProverEnvironment:
         on_progress: Progress | None,
     ) -> dict[str, list[dict[str, Any]]]:
         """Search the chunk's theorems with the policy's prover models and exploration, on Dask."""
+        from aitp.fanout.cluster import dask_client, gpu_workers
         from aitp.proving.backends import serving_address
-        from aitp.rollouts.cluster import dask_client, gpu_workers
 
         names = [t.name for t in items]
         job = self.job(policy.path, iteration, train=True)
-        size = self.config.rollouts.shard_size
+        size = self.config.fanout.shard_size
         local = client is None or isinstance(client, str)
         on_gpu = self.decodes_on_gpu
         gpus = None if on_gpu else 0
-        opened = dask_client(client, self.config.rollouts.workers, gpus=gpus) if local else nullcontext(client)
+        opened = dask_client(client, self.config.fanout.workers, gpus=gpus) if local else nullcontext(client)
         with opened as dask:
             if _workers_on_this_host(dask):
                 job = replace(job, prover_address=serving_address(self.proving.backend))
@@ -310,8 +316,8 @@ class ProverEnvironment:
     def _gpu_resources(self, dask: Any) -> dict[str, int] | None:
         """The Dask resources a search with a GPU model asks for: a GPU worker's card, so the model decodes there
         (a CPU worker sees no CUDA device); none where no worker has one and the config did not ask for CUDA."""
-        from aitp.rollouts.cluster import GPU, gpu_workers, wants_cuda
-        from aitp.rollouts.run import NoGpuWorkersError
+        from aitp.fanout.cluster import GPU, gpu_workers, wants_cuda
+        from aitp.reasoning.rollouts.run import NoGpuWorkersError
 
         if gpu_workers(dask) > 0:
             return {GPU: 1}
@@ -470,7 +476,7 @@ class ProofEvaluator:
         self, home: Path, experiment: str, iteration: int, checkpoint: PolicySpec, model_version: str | None
     ) -> EvalResult:
         """Search the valid theorems with the checkpoint's models and commit the proof rate."""
-        from aitp.evaluate import EvalSetChangedError
+        from aitp.evals import EvalSetChangedError
         from aitp.lake import write_partition
 
         pinned = pinned_eval_name(home, experiment, self.env.proving.eval_name)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aitp.lake import commits, committed_shards, read_iteration, record_iteration, write_partition
 from aitp.environment import ActSummary, Progress
+from aitp.lake import commits, committed_shards, read_iteration, record_iteration, write_partition
 from aitp.loop.experiment import LoopRun
 from aitp.policies.spec import PolicySpec
 
@@ -96,12 +96,12 @@ def starting_policy(run: LoopRun, iteration: int) -> PolicySpec:
 
     recorded = (iteration_row(run, iteration) or {}).get("model_in")
     version = version_of_model(run, recorded) if recorded else None
-    if version is None and recorded and recorded == model_id(run.config.policy):
-        return run.config.policy
+    if version is None and recorded and recorded == model_id(run.environment.starting_policy):
+        return run.environment.starting_policy
     version = version or run.registry.get(run.experiment, "champion")
     if version is None:
-        return run.config.policy
-    return run.config.policy.with_path(run.registry.checkpoint_path(version))
+        return run.environment.starting_policy
+    return run.environment.starting_policy.with_path(run.registry.checkpoint_path(version))
 
 
 def _sampled_at(run: LoopRun, iteration: int) -> int:

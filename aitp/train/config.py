@@ -9,7 +9,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
-from aitp.filtering import SEED_THRESHOLD
+from aitp.reasoning.filtering import SEED_THRESHOLD
 
 CompileMode = Literal["default", "reduce-overhead", "max-autotune-no-cudagraphs"]
 """torch.compile modes training takes: reduce-overhead also replays each step's kernels as CUDA graphs (one

@@ -17,7 +17,7 @@ from typing import Any
 from aitp.errors import AitpError
 from aitp.train.config import TrainConfig
 
-# The last message of a rollout's prompt is the task's question (see aitp.envs.prompt).
+# The last message of a rollout's prompt is the task's question (see aitp.reasoning.prompt).
 _QUESTION = "json_extract_string(prompt, '$[#-1].content')"
 _EVAL_QUESTIONS = (
     "SELECT question FROM items WHERE experiment = $experiment AND split = 'eval' AND question IS NOT NULL"
@@ -138,13 +138,13 @@ def _check_filtered(con, experiment: str, iteration: int, config: TrainConfig) -
     if unfiltered:
         raise NoTrainingDataError(
             f"{unfiltered} rollouts of experiment '{experiment}' up to iteration {iteration} have no keep decision: "
-            "filter them (aitp.filtering.filter_rows) before committing them to the lake"
+            "filter them (aitp.reasoning.filtering.filter_rows) before committing them to the lake"
         )
 
 
 def demonstration(question: str, gold_answer: str, system_prompt: str | None) -> dict[str, str]:
     """The prompt (chat messages as JSON) and completion of one demonstration (None: the environment's prompt)."""
-    from aitp.envs.prompt import SYSTEM_PROMPT
+    from aitp.reasoning.prompt import SYSTEM_PROMPT
 
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt
     messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]

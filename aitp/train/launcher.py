@@ -111,7 +111,7 @@ def launch_on_nodes(client: Any, job: Path, nodes: int, devices: int | str = "au
 def _place(client: Any, nodes: int, devices: int | str) -> list[tuple[str, int, dict[str, int] | None]]:
     """(worker address, ranks it starts, resources its task holds) per node: GPU workers if the cluster has any,
     each declaring at least the GPUs asked for; one host each before any host twice."""
-    from aitp.rollouts.cluster import GPU
+    from aitp.fanout.cluster import GPU
 
     declared = {a: int(w.get("resources", {}).get(GPU, 0)) for a, w in client.scheduler_info()["workers"].items()}
     wanted = None if devices == "auto" else int(devices)

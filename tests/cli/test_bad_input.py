@@ -89,7 +89,7 @@ CASES: list[tuple[str, ...]] = [
     ("eval", "--experiment", "e", "--iteration", "0", "--checkpoint", "tiny", "--version", "1"),
     ("eval", "--experiment", "e", "--iteration", "0", "--checkpoint", "tiny", "--config", "{dir}"),
     ("eval", "--experiment", "e", "--iteration", "0", "--checkpoint", "tiny", "--config", "{binary}"),
-    ("eval", "--experiment", "e", "--iteration", "0", "--checkpoint", "tiny", "--set", "tasks=[no_such_task]"),
+    ("eval", "--experiment", "e", "--iteration", "0", "--checkpoint", "tiny", "--set", "environment.tasks=[no_such_task]"),
     ("promote", "--experiment", "e", "--config", "{dir}"),
     ("promote", "--experiment", "e", "--config", "{yaml_broken}"),
     ("promote", "--experiment", "e", "--eval-config", "{binary}"),
@@ -120,8 +120,8 @@ CASES: list[tuple[str, ...]] = [
     ("run", "--config", "{binary}", "--home", "{home}"),
     ("run", "--config", "{yaml_broken}", "--home", "{home}"),
     ("run", "--iterations", "-1", "--home", "{home}"),
-    ("run", "--set", "tasks=[{{name: no_such_task}}]", "--home", "{home}"),
-    ("run", "--set", "tasks=[{{name: gcd, config: {{bogus: 1}}}}]", "--home", "{home}"),
+    ("run", "--set", "environment.tasks=[{{name: no_such_task}}]", "--home", "{home}"),
+    ("run", "--set", "environment.tasks=[{{name: gcd, config: {{bogus: 1}}}}]", "--home", "{home}"),
     ("run", "--home", "{file}"),
     ("run", "--resume", "stale", "--home", "{stale_home}"),
     ("run", "--iterations", "1000", "--home", "{home}"),
@@ -147,7 +147,7 @@ def _commands(group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("bad-input")
-    from aitp.envs.items import generate_items
+    from aitp.reasoning.items import generate_items
 
     item = generate_items("gcd", 1, 0, "eval")[0].to_dict()
     paths = {
@@ -166,7 +166,7 @@ def inputs(tmp_path_factory) -> dict[str, str]:
     stale = root / "stale-home" / "experiments" / "stale"
     stale.mkdir(parents=True)
     recorded = LoopConfig.model_validate({**MINI, "experiment": "stale"}).model_dump(mode="json")
-    recorded["rollouts"]["threshold"] = None  # what a NaN threshold was recorded as before floats had to be finite
+    recorded["environment"]["rollouts"]["threshold"] = None  # what a NaN threshold was recorded as before floats had to be finite
     (stale / "config.json").write_text(
         json.dumps({"experiment": "stale", "versions": [{"hash": "x", "config": recorded}]})
     )
@@ -298,32 +298,32 @@ TRAIN = ("train", "--experiment", "e", "--iteration", "0", "--base", "tiny", "--
         (("run", "--set", "seed=4300000", "--home", "{home}"), ["'seed'", "4294966"]),  # x1000 passed 2**32-1
         (("run", "--set", "seed=-1", "--home", "{home}"), ["'seed'", "greater than or equal to 0"]),
         (("run", "--set", "iterations=1000", "--home", "{home}"), ["'iterations'", "999"]),
-        (("run", "--set", "rollouts.threshold=.nan", "--home", "{home}"), ["'rollouts.threshold'", "finite"]),
-        (("run", "--set", "rollouts.threshold=1.0", "--home", "{home}"), ["'rollouts.threshold'", "less than 1"]),
-        (("run", "--set", "rollouts.temperature=.inf", "--home", "{home}"), ["'rollouts.temperature'", "finite"]),
+        (("run", "--set", "environment.rollouts.threshold=.nan", "--home", "{home}"), ["'environment.rollouts.threshold'", "finite"]),
+        (("run", "--set", "environment.rollouts.threshold=1.0", "--home", "{home}"), ["'environment.rollouts.threshold'", "less than 1"]),
+        (("run", "--set", "environment.rollouts.temperature=.inf", "--home", "{home}"), ["'environment.rollouts.temperature'", "finite"]),
         (("run", "--set", "promotion.margin=.nan", "--home", "{home}"), ["'promotion.margin'", "finite"]),
-        (("run", "--set", "eval.name=" + "h" * 101, "--home", "{home}"), ["'eval.name'", "at most 100"]),
-        (("run", "--set", "policy={{backend: openai, timeout_s: .nan}}", "--home", "{home}"), ["timeout_s"]),
-        (("run", "--set", "policy={missing}", "--home", "{home}"), ["'policy'", "does not exist"]),
+        (("run", "--set", "environment.eval.name=" + "h" * 101, "--home", "{home}"), ["'environment.eval.name'", "at most 100"]),
+        (("run", "--set", "environment.policy={{backend: openai, timeout_s: .nan}}", "--home", "{home}"), ["timeout_s"]),
+        (("run", "--set", "environment.policy={missing}", "--home", "{home}"), ["'environment.policy'", "does not exist"]),
         ((*TRAIN, "--set", "seed=4294967296"), ["'seed'", "4294967295"]),
         ((*TRAIN, "--set", "lr=.nan"), ["'lr'", "finite"]),
-        (("run", "--config", PROVE_COQ, "--set", "proving.theorems={missing}", "--home", "{home}"), ["theorems"]),
-        (("run", "--config", PROVE_COQ, "--set", "proving.theorems=hol-core", "--home", "{home}"), ["hol-light"]),
+        (("run", "--config", PROVE_COQ, "--set", "environment.theorems={missing}", "--home", "{home}"), ["theorems"]),
+        (("run", "--config", PROVE_COQ, "--set", "environment.theorems=hol-core", "--home", "{home}"), ["hol-light"]),
         (
             (
                 "run",
                 "--config",
                 PROVE_COQ,
                 "--set",
-                "proving.tactic_policy=generative",
+                "environment.tactic_policy=generative",
                 "--set",
-                "proving.generator.base={missing}",
+                "environment.generator.base={missing}",
                 "--home",
                 "{home}",
             ),
             ["generator.base", "does not exist"],
         ),
-        (("run", "--resume", "stale", "--home", "{stale_home}"), ["'stale'", "rollouts.threshold", "--new-version"]),
+        (("run", "--resume", "stale", "--home", "{stale_home}"), ["'stale'", "environment.rollouts.threshold", "--new-version"]),
     ],
     ids=lambda v: " ".join(v)[:60] if isinstance(v, tuple) else "",
 )
@@ -337,6 +337,6 @@ def test_values_outside_their_domain_are_refused_before_anything_starts(case, na
 
 def test_a_stale_record_is_resumed_once_the_bad_key_is_set(inputs, sandbox):
     """The fix the message names works: with the key set the record validates (then only --new-version is asked)."""
-    args = ["run", "--resume", "stale", "--home", inputs["stale_home"], "--set", "rollouts.threshold=0.5"]
+    args = ["run", "--resume", "stale", "--home", inputs["stale_home"], "--set", "environment.rollouts.threshold=0.5"]
     code, _, err = invoke(args)
     assert code != 0 and "--new-version" in err and "no longer validates" not in err, err

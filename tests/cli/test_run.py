@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aitp.rollouts.cluster import visible_gpus
+from aitp.fanout.cluster import visible_gpus
 from tests.loop.helpers import REPO, env, run_aitp
 
 

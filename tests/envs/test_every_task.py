@@ -5,10 +5,10 @@ import json
 import pytest
 from reasoning_gym import factory
 
-from aitp.envs.extraction import MULTIPLE_ANSWER_TAGS, NO_ANSWER_TAG
-from aitp.envs.items import generate_items
-from aitp.envs.scoring import score_completion, verifier_entry
-from aitp.envs.tasks import SOLUTION_CHECKED_TASKS, list_tasks
+from aitp.reasoning.extraction import MULTIPLE_ANSWER_TAGS, NO_ANSWER_TAG
+from aitp.reasoning.items import generate_items
+from aitp.reasoning.scoring import score_completion, verifier_entry
+from aitp.reasoning.tasks import SOLUTION_CHECKED_TASKS, list_tasks
 
 TASKS = [t.name for t in list_tasks()]
 

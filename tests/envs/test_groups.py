@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import aitp.envs.groups as groups
-from aitp.envs.items import generate_items
-from aitp.envs.scoring import score_completion
+import aitp.reasoning.groups as groups
+from aitp.reasoning.items import generate_items
+from aitp.reasoning.scoring import score_completion
 
 
 def test_repeated_completions_are_judged_once_with_the_same_verdicts(monkeypatch):

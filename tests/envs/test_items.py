@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from reasoning_gym import factory
 
-from aitp.envs.items import Item, generate_items, level_config, regenerate, split_seed, top_level
 from aitp.errors import BadInputError, UnknownTaskError
+from aitp.reasoning.items import Item, generate_items, level_config, regenerate, split_seed, top_level
 
 
 def test_same_arguments_give_same_items():

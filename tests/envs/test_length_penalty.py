@@ -2,7 +2,7 @@
 
 import pytest
 
-from aitp.envs.groups import length_penalty
+from aitp.reasoning.groups import length_penalty
 
 
 def test_hand_computed_cases():

@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from aitp.envs.items import dataset_for, generate_items, raw_entry
-from aitp.envs.scoring import score_completion
+from aitp.reasoning.items import dataset_for, generate_items, raw_entry
+from aitp.reasoning.scoring import score_completion
 
 
 def reference_raw_score(text, dataset, entry):

@@ -59,8 +59,8 @@ def test_unknown_experiment_is_a_one_line_error(home):
 
 def test_the_current_verifier_finds_the_stored_scores_that_were_wrong(tmp_path):
     """Real items, the real verifier: two stored scores are deliberately wrong, and only those change."""
-    from aitp.envs.items import generate_items
-    from aitp.envs.prompt import build_messages
+    from aitp.reasoning.items import generate_items
+    from aitp.reasoning.prompt import build_messages
 
     home = tmp_path / "h"
     items = generate_items("basic_arithmetic", 2, seed=1)

@@ -28,14 +28,14 @@ def _untouched(home: Path) -> None:
 
 def test_unknown_key_is_named(tmp_path):
     config = write_config(tmp_path / "c.yaml")
-    _fails(["run", "--config", str(config), "--home", str(tmp_path), "--set", "self_train.stepz=3"], "self_train.stepz")
+    _fails(["run", "--config", str(config), "--home", str(tmp_path), "--set", "environment.self_train.stepz=3"], "environment.self_train.stepz")
     _untouched(tmp_path)
 
 
 def test_bad_value_names_key_and_allowed_values(tmp_path):
     config = write_config(tmp_path / "c.yaml")
-    line = _fails(["run", "--config", str(config), "--home", str(tmp_path), "--set", "self_train.objective=ppo"])
-    assert "self_train.objective" in line and "'sft'" in line and "'dpo'" in line
+    line = _fails(["run", "--config", str(config), "--home", str(tmp_path), "--set", "environment.self_train.objective=ppo"])
+    assert "environment.self_train.objective" in line and "'sft'" in line and "'dpo'" in line
     _untouched(tmp_path)
 
 
@@ -53,9 +53,9 @@ def test_changed_config_needs_new_version(tmp_path):
     record = (home / "experiments" / "mini" / "config.json").read_text()
     config = write_config(tmp_path / "c.yaml")
     _fails(
-        ["run", "--config", str(config), "--home", str(home), "--set", "self_train.lr=0.01"],
+        ["run", "--config", str(config), "--home", str(home), "--set", "environment.self_train.lr=0.01"],
         "mini",
-        "self_train.lr",
+        "environment.self_train.lr",
         "--new-version",
     )
     assert (home / "experiments" / "mini" / "config.json").read_text() == record
@@ -90,7 +90,7 @@ def test_keys_of_an_optional_section_can_be_set_and_unknown_ones_are_named():
     from aitp.configs import ConfigError, apply_overrides
     from aitp.loop import LoopConfig
 
-    data = apply_overrides({}, ["proving.train_slice=7", "proving.generator.human_steps=true"], LoopConfig)
+    data = apply_overrides({}, ["environment.train_slice=7", "environment.generator.human_steps=true"], LoopConfig)
     assert data == {"proving": {"train_slice": 7, "generator": {"human_steps": True}}}
-    with pytest.raises(ConfigError, match="proving.train_slize"):
-        apply_overrides({}, ["proving.train_slize=7"], LoopConfig)
+    with pytest.raises(ConfigError, match="environment.train_slize"):
+        apply_overrides({}, ["environment.train_slize=7"], LoopConfig)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from aitp.configs import load_config
-from aitp.envs.tasks import task_info
 from aitp.loop import LoopConfig
+from aitp.reasoning.tasks import task_info
 
 CONFIGS = sorted(p for p in (Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 
@@ -20,20 +20,21 @@ def test_config_validates_and_starts_with_its_command(path):
     if path.name != "quickstart.yaml":
         assert f"--config configs/{path.name}" in first
     config = load_config(LoopConfig, path)
-    if config.environment == "proving":  # theorems, not tasks: tests/loop/test_proving.py
-        assert not config.tasks and config.proving is not None
+    world = config.environment
+    if world.type == "proving":  # theorems, not tasks: tests/loop/test_proving.py
         return
-    for task in config.tasks:
+    for task in world.tasks:
         task_info(task.name)  # a real reasoning-gym task
-    assert config.eval_config().tasks == [t.name for t in config.tasks]
+    assert world.eval_config(config.seed).tasks == [t.name for t in world.tasks]
 
 
 def test_control_differs_from_quickstart_only_in_what_it_trains_on():
     root = CONFIGS[0].parent
     quick = load_config(LoopConfig, root / "quickstart.yaml").model_dump()
     control = load_config(LoopConfig, root / "quickstart-control.yaml").model_dump()
-    assert control["self_train"].pop("demonstrations_only") and not quick["self_train"].pop("demonstrations_only")
-    control["self_train"].pop("demonstrations"), quick["self_train"].pop("demonstrations")
+    q, c = quick["environment"]["self_train"], control["environment"]["self_train"]
+    assert c.pop("demonstrations_only") and not q.pop("demonstrations_only")
+    c.pop("demonstrations"), q.pop("demonstrations")
     for key in ("experiment", "mode"):
         quick.pop(key), control.pop(key)
     assert quick == control
@@ -43,18 +44,65 @@ def test_gpu_prover_control_differs_only_in_learning():
     root = CONFIGS[0].parent
     loop = load_config(LoopConfig, root / "prove-coq-gpu.yaml").model_dump()
     control = load_config(LoopConfig, root / "prove-coq-gpu-control.yaml").model_dump()
-    assert loop["proving"]["generator"].pop("human_steps") and "human_steps" not in control["proving"]["generator"]
-    assert control["proving"].pop("learn") is False and loop["proving"].pop("learn") is True
+    assert loop["environment"]["generator"].pop("human_steps") and "human_steps" not in control["environment"]["generator"]
+    assert control["environment"].pop("learn") is False and loop["environment"].pop("learn") is True
     assert loop.pop("experiment") == "prove-coq-gpu" and control.pop("experiment") == "prove-coq-gpu-control"
     assert loop == control
     with pytest.raises(ValueError, match="human_steps trains the generator"):
         LoopConfig.model_validate(
             {
                 **loop,
-                "proving": {
-                    **loop["proving"],
+                "environment": {
+                    **loop["environment"],
                     "learn": False,
-                    "generator": {**loop["proving"]["generator"], "human_steps": True},
+                    "generator": {**loop["environment"]["generator"], "human_steps": True},
                 },
             }
         )
+
+
+FLAT_QUICKSTART = {  # configs/quickstart.yaml as written before each world had its `environment` section
+    "experiment": "quickstart",
+    "device": "cpu",
+    "system_prompt": "Answer inside <answer></answer> tags.",
+    "policy": {"backend": "tiny", "seed": 0},
+    "tasks": [{"name": "spell_backward", "config": {"min_word_len": 3, "max_word_len": 4}}],
+    "rollouts": {"items_per_task": 300, "threshold": 0.99, "chunk_items": 300, "workers": 2},
+    "self_train": {"steps": 100},
+}
+
+
+def test_a_config_of_the_older_flat_layout_means_the_same_run():
+    world = {k: v for k, v in FLAT_QUICKSTART.items() if k not in ("experiment", "device", "rollouts")}
+    nested = {
+        "experiment": "quickstart",
+        "device": "cpu",
+        "environment": {"type": "reasoning", **world, "rollouts": {"items_per_task": 300, "threshold": 0.99}},
+        "fanout": {"chunk_items": 300, "workers": 2},
+    }
+    assert LoopConfig.model_validate(FLAT_QUICKSTART) == LoopConfig.model_validate(nested)
+    proving = LoopConfig.model_validate(
+        {"environment": "proving", "proving": {"train_slice": 7}, "rollouts": {"chunk_items": 3}}
+    )
+    assert proving.environment.type == "proving" and proving.environment.train_slice == 7
+    assert proving.fanout.chunk_items == 3
+
+
+def test_an_experiment_recorded_in_the_older_layout_continues(tmp_path):
+    import json
+
+    from aitp.loop.experiment import check_experiment, open_experiment, resume_config
+
+    record = tmp_path / "experiments" / "quickstart" / "config.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(
+        json.dumps({"experiment": "quickstart", "versions": [{"hash": "old", "config": FLAT_QUICKSTART}]})
+    )
+    config = LoopConfig.model_validate(FLAT_QUICKSTART)
+    check_experiment(tmp_path, config)  # the same recipe: no "exists with another config"
+    assert (
+        resume_config(tmp_path, "quickstart", ["environment.rollouts.threshold=0.5"]).environment.rollouts.threshold
+        == 0.5
+    )
+    run = open_experiment(tmp_path, config)
+    assert json.loads(record.read_text())["versions"][-1]["hash"] == run.config_hash  # re-recorded in today's layout

@@ -9,7 +9,7 @@ import pytest
 from aitp.configs import ConfigError, load_config
 from aitp.lake import connect, read_iteration
 from aitp.loop import Environment, LoopConfig, LoopRun, open_experiment, run_iteration
-from aitp.loop.reasoning import ReasoningEnvironment
+from aitp.reasoning.environment import ReasoningEnvironment
 from tests.loop.helpers import MINI, write_config
 
 
@@ -43,7 +43,7 @@ def test_unknown_tasks_and_bad_task_configs_are_refused_at_validation():
 def test_workers_with_a_scheduler_address_is_refused():
     data = copy.deepcopy(MINI)
     data["rollouts"] = {**data["rollouts"], "dask_address": "tcp://127.0.0.1:8786"}
-    with pytest.raises(ValueError, match="rollouts.workers"):
+    with pytest.raises(ValueError, match="fanout.workers"):
         LoopConfig.model_validate(data)
 
 
@@ -59,9 +59,9 @@ def test_the_reasoning_environment_implements_the_protocol():
 def test_readying_the_gpu_workers_first_releases_this_process_decoder_engines(monkeypatch):
     # No GPU here: the cluster's answer and the two calls are recorded; the real path is a GPU test.
     env, order = ReasoningEnvironment(LoopConfig.model_validate(MINI)), []
-    monkeypatch.setattr("aitp.rollouts.cluster.gpu_workers", lambda client: 1)
+    monkeypatch.setattr("aitp.fanout.cluster.gpu_workers", lambda client: 1)
     monkeypatch.setattr("aitp.policies.fast.resident.release_engines", lambda: order.append("release"))
-    monkeypatch.setattr("aitp.rollouts.run.prepare_gpu_workers", lambda *args: order.append("prepare"))
+    monkeypatch.setattr("aitp.reasoning.rollouts.run.prepare_gpu_workers", lambda *args: order.append("prepare"))
     env.prepare(0, "tiny", object())  # iteration 0 does not act: nothing to ready, nothing released
     env.prepare(1, "tiny", None)  # no cluster
     assert order == []
@@ -73,9 +73,11 @@ def test_the_gpu_workers_release_their_decoders_before_an_iteration_that_acted_t
     # No GPU here: the cluster's answer and the call are recorded; the release itself is tested on a real
     # Dask worker in tests/rollouts/test_worker.py.
     env, sent = ReasoningEnvironment(LoopConfig.model_validate(MINI)), []
-    monkeypatch.setattr("aitp.rollouts.cluster.gpu_workers", lambda client: 1)
+    monkeypatch.setattr("aitp.fanout.cluster.gpu_workers", lambda client: 1)
     report = {"engines": 1.0, "freed_gib": 8.5, "allocated_gib": 44.02, "reserved_gib": 44.1}
-    monkeypatch.setattr("aitp.rollouts.run.release_gpu_workers", lambda client: sent.append(client) or [report])
+    monkeypatch.setattr(
+        "aitp.reasoning.rollouts.run.release_gpu_workers", lambda client: sent.append(client) or [report]
+    )
     # Iteration 0 does not act: its worker's warm-up overlaps the first training.
     assert env.release(0, object()) is None
     assert env.release(1, None) is None  # no cluster
@@ -87,20 +89,20 @@ def test_the_gpu_workers_release_their_decoders_before_an_iteration_that_acted_t
         "released 1 decoder engine(s) on 1 GPU worker(s): 8.5 GiB back; still held: 44.0 GiB in tensors, "
         "44.1 GiB reserved"
     )
-    monkeypatch.setattr("aitp.rollouts.cluster.gpu_workers", lambda client: 0)
+    monkeypatch.setattr("aitp.fanout.cluster.gpu_workers", lambda client: 0)
     assert env.release(2, client) is None  # no GPU worker: nothing to release
     assert sent == [client]
 
 
 def test_a_release_on_cpu_workers_says_what_went_without_memory_figures():
-    from aitp.rollouts.run import describe_release
+    from aitp.reasoning.rollouts.run import describe_release
 
     assert describe_release([{"engines": 0.0}, {"engines": 2.0}]) == "released 2 decoder engine(s) on 2 GPU worker(s)"
     assert describe_release([]) == "released 0 decoder engine(s) on 0 GPU worker(s)"
 
 
 def test_a_release_that_leaves_free_memory_reserved_names_the_allocator_setting():
-    from aitp.rollouts.run import describe_release
+    from aitp.reasoning.rollouts.run import describe_release
 
     def report(allocated: float, reserved: float) -> dict[str, float]:
         return {"engines": 1.0, "freed_gib": 8.3, "allocated_gib": allocated, "reserved_gib": reserved}

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from aitp.loop import LoopConfig
-from aitp.loop.reasoning import ReasoningEnvironment
+from aitp.reasoning.environment import ReasoningEnvironment
 from tests.loop.helpers import MINI
 
 

@@ -14,8 +14,8 @@ from distributed import Client
 
 from aitp.checkpoints import RECORD_FILE
 from aitp.configs import load_config
+from aitp.fanout.cluster import local_cluster
 from aitp.loop import LoopConfig, open_experiment, run_iteration
-from aitp.rollouts.cluster import local_cluster
 from aitp.train.checkpoint import checkpoint_dir
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

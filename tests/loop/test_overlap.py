@@ -1,4 +1,4 @@
-"""rollouts.overlap: iteration k+1 samples with iteration k's starting model while iteration k trains.
+"""environment.rollouts.overlap: iteration k+1 samples with iteration k's starting model while iteration k trains.
 
 Run for real: the quickstart shrunk to seconds, in-process stages, one local Dask cluster of one worker
 process. The same loop without overlap is the baseline the lake's row counts are compared with.
@@ -15,10 +15,10 @@ from distributed import Client
 from pydantic import ValidationError
 
 from aitp.configs import load_config
+from aitp.fanout.cluster import local_cluster
 from aitp.lake import connect, read_iteration
 from aitp.loop import LoopConfig, open_experiment, run_iteration
 from aitp.loop.iteration import quiet
-from aitp.rollouts.cluster import local_cluster
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 TABLES = ("items", "rollouts", "evals", "eval_samples", "iterations")
@@ -101,7 +101,7 @@ def test_overlap_settings_take_effect_or_are_refused():
     control = load_config(LoopConfig, CONFIGS / "quickstart-control.yaml").model_dump(mode="json")
     with pytest.raises(ValidationError, match="a control never samples"):
         LoopConfig.model_validate({**control, "rollouts": {**control["rollouts"], "overlap": True}})
-    with pytest.raises(ValidationError, match="rollouts.overlap only apply to environment: reasoning"):
+    with pytest.raises(ValidationError, match="environment.rollouts.overlap only apply to environment: reasoning"):
         LoopConfig.model_validate({"environment": "proving", "rollouts": {"overlap": True}})
     with pytest.raises(ValidationError, match="gpu_memory_share"):
         LoopConfig.model_validate({**data, "rollouts": {**data["rollouts"], "gpu_memory_share": 0.0}})

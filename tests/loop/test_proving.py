@@ -264,8 +264,8 @@ def test_a_generative_loop_trains_its_generator_on_rechecked_train_proofs(tmp_pa
 def test_workers_of_a_local_cluster_may_fork_the_loops_prover():
     from distributed import Client
 
+    from aitp.fanout.cluster import local_cluster
     from aitp.loop.proving import _workers_on_this_host
-    from aitp.rollouts.cluster import local_cluster
 
     with local_cluster(1) as cluster, Client(cluster, set_as_default=False) as client:
         assert _workers_on_this_host(client)
@@ -277,8 +277,8 @@ def test_searches_with_a_model_to_run_on_cuda_are_placed_on_a_gpu_worker(tmp_pat
     The cluster is real; its GPU worker only declares the resource (this machine has no GPU)."""
     from distributed import Client
 
-    from aitp.rollouts.cluster import GPU, local_cluster
-    from aitp.rollouts.run import NoGpuWorkersError
+    from aitp.fanout.cluster import GPU, local_cluster
+    from aitp.reasoning.rollouts.run import NoGpuWorkersError
 
     def env(policy: str, device: str | None) -> ProverEnvironment:
         data = copy.deepcopy(PROVE) | {"device": device}

@@ -6,12 +6,12 @@ import time
 import pytest
 import torch
 
-from aitp.envs.items import generate_items
-from aitp.envs.prompt import build_messages
 from aitp.fingerprint import fingerprint
 from aitp.policies.base import SamplingParams
 from aitp.policies.loading import load_policy
 from aitp.policies.spec import PolicyLoadError, smollm2_gguf
+from aitp.reasoning.items import generate_items
+from aitp.reasoning.prompt import build_messages
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("gguf")
@@ -137,7 +137,7 @@ def test_a_call_keeps_its_rows_and_seconds(small_llama_dir):
 
 
 def test_a_shards_rows_keep_its_sampling_call(small_llama_dir):
-    from aitp.rollouts.worker import RolloutContext, rollout_shard
+    from aitp.reasoning.rollouts.worker import RolloutContext, rollout_shard
 
     items = [item.to_dict() for item in generate_items("basic_arithmetic", 3, seed=0)]
     ctx = RolloutContext("e", 1, 0, SamplingParams(n=2, max_tokens=4), max_token_length=4, device="cpu")

@@ -12,11 +12,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import torch
 
-from aitp.envs.items import generate_items
 from aitp.policies.base import Policy, SamplingParams
 from aitp.policies.loading import load_policy
 from aitp.policies.openai_backend import OpenAIPolicy, PolicyServerError, render_plain_prompt
-from aitp.rollouts import run_rollouts
+from aitp.reasoning.items import generate_items
+from aitp.reasoning.rollouts import run_rollouts
 from tests.rollouts.helpers import free_port, make_tiny_checkpoint, start_server, stop
 
 CHATS = [

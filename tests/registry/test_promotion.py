@@ -5,9 +5,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from aitp.evaluate import EvalConfig, EvalSetEvaluator, evaluate
 from aitp.lake import connect
 from aitp.loop.evaluation import gate
+from aitp.reasoning.evaluate import EvalConfig, EvalSetEvaluator, evaluate
 from aitp.registry import (
     CHALLENGER,
     CHAMPION,

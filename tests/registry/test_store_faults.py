@@ -85,9 +85,9 @@ def test_a_full_disk_during_set_up_is_one_line_and_leaves_nothing_half_made(tmp_
 def test_the_iterations_record_says_what_the_registry_says(tmp_path):
     """A second gate on an already crowned version (a second writer, or a resume after the aliases moved)
     judges 'already champion, not promoted'; the record must still say promoted, as the registry does."""
-    from aitp.evaluate import EvalConfig, EvalSetEvaluator
     from aitp.lake import read_iteration
     from aitp.loop.evaluation import gate
+    from aitp.reasoning.evaluate import EvalConfig, EvalSetEvaluator
     from tests.train.helpers import SYSTEM, tiny_base
 
     evaluator = EvalSetEvaluator(

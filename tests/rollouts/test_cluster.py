@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from distributed import Client
 
-from aitp.rollouts.cluster import (
+from aitp.fanout.cluster import (
     NoCudaError,
     check_device,
     gpu_allocator_settings,

@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from aitp.envs.items import generate_items
 from aitp.policies.base import SamplingParams
-from aitp.rollouts import run_rollouts
+from aitp.reasoning.items import generate_items
+from aitp.reasoning.rollouts import run_rollouts
 from tests.rollouts.helpers import PYTHON, make_tiny_checkpoint, stop, subprocess_env
 
 VOLATILE = ("latency_s", "worker")  # where and how fast a row was made; everything else must match

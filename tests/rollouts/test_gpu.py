@@ -6,10 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from aitp.envs.items import generate_items
+from aitp.fanout import dask_client
+from aitp.fanout.cluster import gpu_workers, visible_gpus
 from aitp.policies.base import SamplingParams
-from aitp.rollouts import dask_client, run_rollouts
-from aitp.rollouts.cluster import gpu_workers, visible_gpus
+from aitp.reasoning.items import generate_items
+from aitp.reasoning.rollouts import run_rollouts
 from tests.rollouts.helpers import make_tiny_checkpoint
 
 pytestmark = pytest.mark.gpu
@@ -45,8 +46,8 @@ def test_rollouts_ask_for_gpus_and_match_across_cluster_sizes(tmp_path):
 
 @pytest.mark.skipif(visible_gpus() == 0, reason="needs a CUDA device")
 def test_gpu_workers_warm_their_decoder_before_the_first_shard(tmp_path):
-    from aitp.rollouts import worker
-    from aitp.rollouts.run import warm_gpu_workers
+    from aitp.reasoning.rollouts import worker
+    from aitp.reasoning.rollouts.run import warm_gpu_workers
 
     policy = str(make_tiny_checkpoint(tmp_path / "ckpt"))
     with dask_client(None, workers=1) as client:
@@ -60,7 +61,7 @@ def test_gpu_workers_warm_their_decoder_before_the_first_shard(tmp_path):
 def test_a_worker_prepared_for_a_rollout_runs_it_on_the_engine_it_built():
     # The loop has its GPU worker build the next iteration's engine once it has judged this one; the
     # iteration's first shard must then run on that engine, building nothing.
-    from aitp.rollouts.run import prepare_gpu_workers
+    from aitp.reasoning.rollouts.run import prepare_gpu_workers
 
     items, system = smollm2_items(64), SYSTEM
     params = SamplingParams(n=4, temperature=1.0, max_tokens=24)
@@ -78,7 +79,7 @@ def test_a_released_worker_gives_its_engine_s_memory_back_to_the_card():
     # The loop releases its GPU workers' engines before it trains on the card they share.
     import torch
 
-    from aitp.rollouts.run import prepare_gpu_workers, release_gpu_workers
+    from aitp.reasoning.rollouts.run import prepare_gpu_workers, release_gpu_workers
 
     items, system = smollm2_items(64), SYSTEM
     params = SamplingParams(n=64, temperature=1.0, max_tokens=24)  # 4,096 rows: an engine of GiBs
@@ -103,7 +104,7 @@ def test_a_worker_that_sampled_on_an_engine_sized_to_the_card_gives_it_all_back(
     # allocates, and where, was not traced; benchmarks/results/history-rollouts-in-loop.md.)
     import torch
 
-    from aitp.rollouts.run import prepare_gpu_workers, release_gpu_workers, warm_gpu_workers
+    from aitp.reasoning.rollouts.run import prepare_gpu_workers, release_gpu_workers, warm_gpu_workers
 
     items, system = smollm2_items(1024), SYSTEM
     params = SamplingParams(n=64, temperature=1.0, max_tokens=24)  # 65,536 rows: more than the card holds

@@ -6,12 +6,12 @@ from dataclasses import replace
 
 import pytest
 
-from aitp.envs.groups import score_group
-from aitp.envs.items import generate_items
 from aitp.policies.base import SamplingParams
 from aitp.policies.spec import PolicySpec
-from aitp.rollouts import group_records, run_rollouts
-from aitp.rollouts.run import NoGpuWorkersError, PolicyNotFoundError, _placement
+from aitp.reasoning.groups import score_group
+from aitp.reasoning.items import generate_items
+from aitp.reasoning.rollouts import group_records, run_rollouts
+from aitp.reasoning.rollouts.run import NoGpuWorkersError, PolicyNotFoundError, _placement
 from aitp.tokenizer import load_token_counter
 from tests.rollouts.helpers import make_tiny_checkpoint
 
@@ -96,7 +96,7 @@ def test_a_shard_crosses_from_a_worker_process_as_one_object(policy):
     # (and the lake encoded each one), and an iteration's rows took seconds to fetch.
     from distributed import Client
 
-    from aitp.rollouts.cluster import local_cluster
+    from aitp.fanout.cluster import local_cluster
 
     items = generate_items("basic_arithmetic", 3, seed=1)
     with local_cluster(workers=1) as cluster, Client(cluster, set_as_default=False) as c:

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from aitp.configs import load_config
-from aitp.loop import LoopConfig
-from aitp.rollouts.shards import (
+from aitp.fanout.shards import (
     MAX_GPU_SHARD_SIZE,
     MAX_SHARD_SIZE,
     cut_shards,
@@ -16,6 +15,7 @@ from aitp.rollouts.shards import (
     group_id,
     sample_seed,
 )
+from aitp.loop import LoopConfig
 
 
 def test_cut_shards_keeps_order_and_sizes():

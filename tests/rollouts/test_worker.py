@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from aitp.envs.items import generate_items
 from aitp.policies.base import SamplingParams
-from aitp.rollouts import worker
-from aitp.rollouts.run import prepare_gpu_workers, warm_gpu_workers
-from aitp.rollouts.worker import (
+from aitp.reasoning.items import generate_items
+from aitp.reasoning.rollouts import worker
+from aitp.reasoning.rollouts.run import prepare_gpu_workers, warm_gpu_workers
+from aitp.reasoning.rollouts.worker import (
     PolicyPlugin,
     RolloutContext,
     load_cached_policy,
@@ -118,7 +118,7 @@ def test_a_policy_sampled_on_cpu_has_nothing_to_prepare(tmp_path):
 def test_dask_weighs_a_shard_by_its_rows():
     from dask.sizeof import sizeof
 
-    from aitp.rollouts.worker import ShardRows
+    from aitp.reasoning.rollouts.worker import ShardRows
 
     rows = [{"completion": "x" * 100, "sample_index": i} for i in range(1000)]
     assert sizeof(ShardRows(rows)) == sizeof(rows) > 100_000  # the worker's memory accounting sees the rows
@@ -131,7 +131,7 @@ def test_releasing_the_gpu_workers_drops_their_decoder_engines_and_waits_for_it(
     from distributed import Client, LocalCluster
 
     from aitp.policies.fast import resident
-    from aitp.rollouts.run import release_gpu_workers
+    from aitp.reasoning.rollouts.run import release_gpu_workers
     from tests.policies.test_decoder import tiny_llama
 
     model = tiny_llama()

@@ -8,11 +8,11 @@ from typing import Any
 
 import torch
 
-from aitp.envs.items import Item, generate_items
-from aitp.evaluate import item_row as library_item_row
-from aitp.filtering import filter_rows
 from aitp.lake import write_partition
 from aitp.policies.tiny import TinyConfig, TinyTransformer, save_checkpoint
+from aitp.reasoning.evaluate import item_row as library_item_row
+from aitp.reasoning.filtering import filter_rows
+from aitp.reasoning.items import Item, generate_items
 
 SMALL = TinyConfig(n_layer=2, n_head=4, d_model=64, max_seq_len=512)
 SYSTEM = "Answer in tags."  # short prompts keep CPU training fast; the default system prompt is ~330 bytes

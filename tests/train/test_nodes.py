@@ -13,7 +13,7 @@ import pytest
 from distributed import Client
 
 from aitp.checkpoints import RECORD_FILE, verify_checkpoint
-from aitp.rollouts.cluster import local_cluster
+from aitp.fanout.cluster import local_cluster
 from aitp.train.config import TrainConfig
 from aitp.train.launcher import LaunchError
 from aitp.train.run import train_on

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aitp.envs.items import Item, generate_items
-from aitp.loop.config import LoopConfig
-from aitp.environment import ActSummary, Progress
+from aitp.environment import ActSummary, LoopSettings, Progress
 from aitp.policies.spec import PolicySpec
+from aitp.reasoning.items import Item, generate_items
+
+if TYPE_CHECKING:
+    from aitp.reasoning.config import ReasoningConfig
 
 _SUMMARY_SQL = """
     SELECT count(DISTINCT group_id), count(DISTINCT group_id) FILTER (WHERE group_kept),
@@ -40,23 +42,28 @@ class ReasoningEnvironment:
     items_table = "items"
     acted_tables = ("rollouts",)
 
-    def __init__(self, config: LoopConfig) -> None:
-        from aitp.evaluate import EvalSetEvaluator
+    def __init__(self, world: ReasoningConfig, settings: LoopSettings) -> None:
+        from aitp.reasoning.evaluate import EvalSetEvaluator
 
-        self.config = config
-        self.chunk_items = config.rollouts.chunk_items
-        self.evaluator = EvalSetEvaluator(config.eval_config())
+        self.world, self.settings = world, settings
+        self.chunk_items = settings.fanout.chunk_items
+        self.evaluator = EvalSetEvaluator(world.eval_config(settings.seed))
+        self.starting_policy = world.policy
+        self.max_policy_lag = world.rollouts.max_policy_lag
         # Generating thousands of items while skipping the eval questions takes seconds, and the stages
         # of one iteration ask for them several times: keep them per iteration for this config.
         self._items: dict[int, tuple[Item, ...]] = {}
 
     def acts(self, iteration: int) -> bool:
-        return self.config.rolls_out(iteration)
+        return self.world.rolls_out(iteration)
+
+    def trains_on_nodes(self, iteration: int) -> bool:
+        return self.world.train_config(iteration, self.settings.seed).nodes > 1
 
     def acts_ahead(self, iteration: int) -> bool:
         """rollouts.overlap: an iteration samples during the training of the one before it, if that one sampled too
         (the warm start does not: the first self-training iteration samples with the warm start's model)."""
-        return self.config.rollouts.overlap and iteration > 0 and self.acts(iteration) and self.acts(iteration - 1)
+        return self.world.rollouts.overlap and iteration > 0 and self.acts(iteration) and self.acts(iteration - 1)
 
     def commits_items(self, iteration: int) -> bool:
         return iteration == 0 or self.acts(iteration)  # a control iteration reuses iteration 0's items
@@ -67,7 +74,7 @@ class ReasoningEnvironment:
         return self._items[iteration]
 
     def _generate(self, iteration: int) -> list[Item]:
-        config, per_iter = self.config, self.config.rollouts.items_per_task
+        config, per_iter = self.world, self.world.rollouts.items_per_task
         items: list[Item] = []
         for task in config.tasks:
             demos = config.demonstrations(task.name)
@@ -78,13 +85,18 @@ class ReasoningEnvironment:
             else:
                 start, n = 0, per_iter
             made = generate_items(
-                task.name, start + n, config.seed, "train", eval_size=config.eval.n_per_task, task_config=task.config
+                task.name,
+                start + n,
+                self.settings.seed,
+                "train",
+                eval_size=config.eval.n_per_task,
+                task_config=task.config,
             )
             items += made[start : start + n]
         return items
 
     def item_rows(self, items: Sequence[Item]) -> list[dict[str, Any]]:
-        from aitp.evaluate import item_row
+        from aitp.reasoning.evaluate import item_row
 
         return [item_row(it) for it in items]
 
@@ -97,35 +109,35 @@ class ReasoningEnvironment:
         on_progress: Progress | None,
     ) -> dict[str, list[dict[str, Any]]]:
         """Sample, score and filter a group per item on Dask."""
-        from aitp.filtering import filter_rows
-        from aitp.rollouts.run import run_rollouts
+        from aitp.reasoning.filtering import filter_rows
+        from aitp.reasoning.rollouts.run import run_rollouts
 
-        cfg = self.config.rollouts
+        cfg, loop = self.world.rollouts, self.settings
         rows = run_rollouts(
             items,
             policy,
             cfg.sampling(),
             client,
-            experiment=self.config.experiment,
+            experiment=loop.experiment,
             iteration=iteration,
-            seed=self.config.seed,
-            shard_size=cfg.shard_size,
-            device=self.config.device,
-            workers=cfg.workers,
+            seed=loop.seed,
+            shard_size=loop.fanout.shard_size,
+            device=loop.device,
+            workers=loop.fanout.workers,
             on_progress=on_progress,
-            system_prompt=self.config.system_prompt,
+            system_prompt=self.world.system_prompt,
             gpu_memory_share=cfg.gpu_memory_share,
         )
         return {"rollouts": filter_rows(lake_rollout_rows(rows), cfg.threshold)}
 
     def warm_up(self, client: Any) -> None:
         """Have each GPU worker load the starting policy and compile its decoder (CPU sampling: nothing to do)."""
-        from aitp.rollouts.cluster import wants_cuda
-        from aitp.rollouts.run import warm_gpu_workers
+        from aitp.fanout.cluster import wants_cuda
+        from aitp.reasoning.rollouts.run import warm_gpu_workers
 
-        if wants_cuda(self.config.device):
-            cfg = self.config
-            warm_gpu_workers(client, cfg.policy, cfg.rollouts.sampling(), cfg.device, cfg.system_prompt)
+        if wants_cuda(self.settings.device):
+            w = self.world
+            warm_gpu_workers(client, w.policy, w.rollouts.sampling(), self.settings.device, w.system_prompt)
 
     def prepare(self, iteration: int, policy: PolicySpec, client: Any) -> None:
         """Have the GPU workers build the decoder engine of the iteration's first chunk now (CPU workers: nothing).
@@ -140,23 +152,23 @@ class ReasoningEnvironment:
         get fewer slots (`benchmarks/results/history-rollouts-in-loop.md`). The next evaluation builds
         its engine again.
         """
+        from aitp.fanout.cluster import gpu_workers
         from aitp.policies.fast.resident import release_engines
-        from aitp.rollouts.cluster import gpu_workers
-        from aitp.rollouts.run import prepare_gpu_workers
+        from aitp.reasoning.rollouts.run import prepare_gpu_workers
 
         if client is None or not self.acts(iteration) or not gpu_workers(client):
             return
         release_engines()
-        cfg = self.config.rollouts
+        cfg = self.world.rollouts
         chunk = self.items(iteration)[: self.chunk_items]
         prepare_gpu_workers(
             client,
             chunk,
             policy,
             cfg.sampling(),
-            self.config.device,
-            self.config.system_prompt,
-            cfg.shard_size,
+            self.settings.device,
+            self.world.system_prompt,
+            self.settings.fanout.shard_size,
             cfg.gpu_memory_share,
         )
 
@@ -171,9 +183,9 @@ class ReasoningEnvironment:
         is meant to overlap the first training. Returns the line the loop logs (`describe_release`).
         This process's evaluation engine goes too: with `rollouts.overlap` no `prepare` released it.
         """
+        from aitp.fanout.cluster import gpu_workers
         from aitp.policies.fast.resident import release_engines
-        from aitp.rollouts.cluster import gpu_workers
-        from aitp.rollouts.run import describe_release, release_gpu_workers
+        from aitp.reasoning.rollouts.run import describe_release, release_gpu_workers
 
         if client is None or not self.acts(iteration) or not gpu_workers(client):
             return None
@@ -197,9 +209,9 @@ class ReasoningEnvironment:
             "mean_score": mean_score,
             "sample_pass_rate": pass_rate,
             "samples": samples or 0,
-            "threshold": self.config.rollouts.threshold,
+            "threshold": self.world.rollouts.threshold,
         }
-        why = f"no group scored above {self.config.rollouts.threshold:g}: nothing to train on"
+        why = f"no group scored above {self.world.rollouts.threshold:g}: nothing to train on"
         return ActSummary(units=groups or 0, kept=kept or 0, details=details, nothing_kept=why)
 
     def train(
@@ -209,6 +221,6 @@ class ReasoningEnvironment:
         from aitp.train.data import select_examples
         from aitp.train.run import train_on
 
-        config = self.config.train_config(iteration)
+        config = self.world.train_config(iteration, self.settings.seed)
         examples = select_examples(home, experiment, iteration, config)
         return train_on(examples, base, config, out, {"experiment": experiment, "iteration": iteration}, client)

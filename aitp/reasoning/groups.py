@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from aitp.envs.items import Item
-from aitp.envs.scoring import score_completion, verifier_entry
 from aitp.errors import BadInputError
+from aitp.reasoning.items import Item
+from aitp.reasoning.scoring import score_completion, verifier_entry
 
 CORRECT = 0.5
 

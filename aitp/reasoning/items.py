@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from aitp.envs.tasks import gym_factory, task_info
 from aitp.errors import BadInputError
+from aitp.reasoning.tasks import gym_factory, task_info
 
 Split = Literal["train", "eval"]
 SPLITS: tuple[str, ...] = ("train", "eval")

@@ -15,9 +15,9 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from aitp.envs.extraction import extract, extract_lenient
-from aitp.envs.items import Item, dataset_for, raw_entry
 from aitp.errors import BadInputError
+from aitp.reasoning.extraction import extract, extract_lenient
+from aitp.reasoning.items import Item, dataset_for, raw_entry
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,13 @@ from dask.sizeof import sizeof
 from distributed import get_worker
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from aitp.envs.groups import ScoredGroup, score_group
-from aitp.envs.items import Item
-from aitp.envs.prompt import SYSTEM_PROMPT, build_messages
+from aitp.fanout.cluster import wants_cuda
+from aitp.fanout.shards import group_id, sample_seed
 from aitp.policies.base import Completion, Messages, Policy, Preparable, SamplingParams
 from aitp.policies.spec import PolicySpec
-from aitp.rollouts.cluster import wants_cuda
-from aitp.rollouts.shards import group_id, sample_seed
+from aitp.reasoning.groups import ScoredGroup, score_group
+from aitp.reasoning.items import Item
+from aitp.reasoning.prompt import SYSTEM_PROMPT, build_messages
 from aitp.tokenizer import load_token_counter
 
 MAX_CACHED_POLICIES = 2  # e.g. champion and challenger; iterations would otherwise pile up models

@@ -82,5 +82,5 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 
 def _group_key(row: Mapping[str, Any]) -> tuple[Any, Any]:
     if "group_id" not in row:
-        raise BadInputError("a rollout row has no group_id: filter rows produced by aitp.rollouts")
+        raise BadInputError("a rollout row has no group_id: filter rows produced by aitp.reasoning.rollouts")
     return row.get("item_id"), row["group_id"]

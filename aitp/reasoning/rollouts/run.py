@@ -12,14 +12,14 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from typing import Any
 
-from aitp.envs.items import Item
-from aitp.envs.prompt import SYSTEM_PROMPT, build_messages
 from aitp.errors import AitpError
+from aitp.fanout.cluster import EXPANDABLE_SEGMENTS, GPU, dask_client, gpu_worker_addresses, gpu_workers, wants_cuda
+from aitp.fanout.shards import cut_shards, default_shard_size, shard_tasks
 from aitp.policies.base import SamplingParams
 from aitp.policies.spec import PolicySpec
-from aitp.rollouts.cluster import EXPANDABLE_SEGMENTS, GPU, dask_client, gpu_worker_addresses, gpu_workers, wants_cuda
-from aitp.rollouts.shards import cut_shards, default_shard_size, shard_tasks
-from aitp.rollouts.worker import (
+from aitp.reasoning.items import Item
+from aitp.reasoning.prompt import SYSTEM_PROMPT, build_messages
+from aitp.reasoning.rollouts.worker import (
     RolloutContext,
     prepare_decoder,
     release_decoders,

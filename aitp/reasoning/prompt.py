@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aitp.envs.items import Item
+from aitp.reasoning.items import Item
 
 SYSTEM_PROMPT = (
     "You are a careful reasoner. Think the problem through step by step inside <think></think> tags; "

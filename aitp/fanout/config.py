@@ -1,0 +1,32 @@
+"""How a loop's acting fans out: items per committed chunk, per Dask task, and the cluster it runs on.
+
+The same for every world (a chunk of reasoning items is sampled, a chunk of theorems searched), so it is the
+engine's part of the loop config, not a world's.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class FanoutConfig(BaseModel):
+    """Chunks, shards and the Dask cluster of the loop's acting."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    chunk_items: int = Field(150, ge=1)
+    """Items per committed chunk: the unit of resume (a Prefect task each), fanned out over Dask shards."""
+    shard_size: int | None = Field(None, ge=1)
+    """Items per Dask task (None: sized to the cluster)."""
+    workers: int | None = Field(None, ge=1)
+    """Local Dask worker processes (None: one per core); ignored with a scheduler address."""
+    dask_address: str | None = None
+    """An existing Dask scheduler (tcp://host:8786); None starts a local cluster for the run."""
+
+    @model_validator(mode="after")
+    def _workers_need_a_local_cluster(self) -> FanoutConfig:
+        if self.workers is not None and self.dask_address is not None:
+            raise ValueError(
+                "fanout.workers sizes a local cluster and has no effect with fanout.dask_address: remove one"
+            )
+        return self

@@ -75,7 +75,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for k in range(args.fits):
-                result = fit(examples, config.policy, train, Path(tmp) / f"fit-{k}", {"fit": k})
+                result = fit(examples, config.environment.policy, train, Path(tmp) / f"fit-{k}", {"fit": k})
                 phases = "  ".join(f"{name} {seconds:.2f}" for name, seconds in result.phases.items())
                 print(
                     f"fit {k}: {len(examples):,} examples, {result.steps} steps, {result.tokens:,} tokens, "

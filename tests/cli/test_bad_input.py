@@ -89,7 +89,17 @@ CASES: list[tuple[str, ...]] = [
     ("eval", "--experiment", "e", "--iteration", "0", "--checkpoint", "tiny", "--version", "1"),
     ("eval", "--experiment", "e", "--iteration", "0", "--checkpoint", "tiny", "--config", "{dir}"),
     ("eval", "--experiment", "e", "--iteration", "0", "--checkpoint", "tiny", "--config", "{binary}"),
-    ("eval", "--experiment", "e", "--iteration", "0", "--checkpoint", "tiny", "--set", "environment.tasks=[no_such_task]"),
+    (
+        "eval",
+        "--experiment",
+        "e",
+        "--iteration",
+        "0",
+        "--checkpoint",
+        "tiny",
+        "--set",
+        "environment.tasks=[no_such_task]",
+    ),
     ("promote", "--experiment", "e", "--config", "{dir}"),
     ("promote", "--experiment", "e", "--config", "{yaml_broken}"),
     ("promote", "--experiment", "e", "--eval-config", "{binary}"),
@@ -166,7 +176,9 @@ def inputs(tmp_path_factory) -> dict[str, str]:
     stale = root / "stale-home" / "experiments" / "stale"
     stale.mkdir(parents=True)
     recorded = LoopConfig.model_validate({**MINI, "experiment": "stale"}).model_dump(mode="json")
-    recorded["environment"]["rollouts"]["threshold"] = None  # what a NaN threshold was recorded as before floats had to be finite
+    recorded["environment"]["rollouts"]["threshold"] = (
+        None  # what a NaN threshold was recorded as before floats had to be finite
+    )
     (stale / "config.json").write_text(
         json.dumps({"experiment": "stale", "versions": [{"hash": "x", "config": recorded}]})
     )
@@ -298,13 +310,31 @@ TRAIN = ("train", "--experiment", "e", "--iteration", "0", "--base", "tiny", "--
         (("run", "--set", "seed=4300000", "--home", "{home}"), ["'seed'", "4294966"]),  # x1000 passed 2**32-1
         (("run", "--set", "seed=-1", "--home", "{home}"), ["'seed'", "greater than or equal to 0"]),
         (("run", "--set", "iterations=1000", "--home", "{home}"), ["'iterations'", "999"]),
-        (("run", "--set", "environment.rollouts.threshold=.nan", "--home", "{home}"), ["'environment.rollouts.threshold'", "finite"]),
-        (("run", "--set", "environment.rollouts.threshold=1.0", "--home", "{home}"), ["'environment.rollouts.threshold'", "less than 1"]),
-        (("run", "--set", "environment.rollouts.temperature=.inf", "--home", "{home}"), ["'environment.rollouts.temperature'", "finite"]),
+        (
+            ("run", "--set", "environment.rollouts.threshold=.nan", "--home", "{home}"),
+            ["'environment.rollouts.threshold'", "finite"],
+        ),
+        (
+            ("run", "--set", "environment.rollouts.threshold=1.0", "--home", "{home}"),
+            ["'environment.rollouts.threshold'", "less than 1"],
+        ),
+        (
+            ("run", "--set", "environment.rollouts.temperature=.inf", "--home", "{home}"),
+            ["'environment.rollouts.temperature'", "finite"],
+        ),
         (("run", "--set", "promotion.margin=.nan", "--home", "{home}"), ["'promotion.margin'", "finite"]),
-        (("run", "--set", "environment.eval.name=" + "h" * 101, "--home", "{home}"), ["'environment.eval.name'", "at most 100"]),
-        (("run", "--set", "environment.policy={{backend: openai, timeout_s: .nan}}", "--home", "{home}"), ["timeout_s"]),
-        (("run", "--set", "environment.policy={missing}", "--home", "{home}"), ["'environment.policy'", "does not exist"]),
+        (
+            ("run", "--set", "environment.eval.name=" + "h" * 101, "--home", "{home}"),
+            ["'environment.eval.name'", "at most 100"],
+        ),
+        (
+            ("run", "--set", "environment.policy={{backend: openai, timeout_s: .nan}}", "--home", "{home}"),
+            ["timeout_s"],
+        ),
+        (
+            ("run", "--set", "environment.policy={missing}", "--home", "{home}"),
+            ["'environment.policy'", "does not exist"],
+        ),
         ((*TRAIN, "--set", "seed=4294967296"), ["'seed'", "4294967295"]),
         ((*TRAIN, "--set", "lr=.nan"), ["'lr'", "finite"]),
         (("run", "--config", PROVE_COQ, "--set", "environment.theorems={missing}", "--home", "{home}"), ["theorems"]),
@@ -323,7 +353,10 @@ TRAIN = ("train", "--experiment", "e", "--iteration", "0", "--base", "tiny", "--
             ),
             ["generator.base", "does not exist"],
         ),
-        (("run", "--resume", "stale", "--home", "{stale_home}"), ["'stale'", "environment.rollouts.threshold", "--new-version"]),
+        (
+            ("run", "--resume", "stale", "--home", "{stale_home}"),
+            ["'stale'", "environment.rollouts.threshold", "--new-version"],
+        ),
     ],
     ids=lambda v: " ".join(v)[:60] if isinstance(v, tuple) else "",
 )

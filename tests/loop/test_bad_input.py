@@ -28,13 +28,18 @@ def _untouched(home: Path) -> None:
 
 def test_unknown_key_is_named(tmp_path):
     config = write_config(tmp_path / "c.yaml")
-    _fails(["run", "--config", str(config), "--home", str(tmp_path), "--set", "environment.self_train.stepz=3"], "environment.self_train.stepz")
+    _fails(
+        ["run", "--config", str(config), "--home", str(tmp_path), "--set", "environment.self_train.stepz=3"],
+        "environment.self_train.stepz",
+    )
     _untouched(tmp_path)
 
 
 def test_bad_value_names_key_and_allowed_values(tmp_path):
     config = write_config(tmp_path / "c.yaml")
-    line = _fails(["run", "--config", str(config), "--home", str(tmp_path), "--set", "environment.self_train.objective=ppo"])
+    line = _fails(
+        ["run", "--config", str(config), "--home", str(tmp_path), "--set", "environment.self_train.objective=ppo"]
+    )
     assert "environment.self_train.objective" in line and "'sft'" in line and "'dpo'" in line
     _untouched(tmp_path)
 

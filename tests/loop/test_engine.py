@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 
@@ -23,13 +24,15 @@ def test_a_yaml_value_the_loop_would_overwrite_is_refused(tmp_path):
             load_config(LoopConfig, path)
         assert "\n" not in str(err.value)
     recorded = LoopConfig.model_validate(MINI).model_dump(mode="json")
-    assert LoopConfig.model_validate(recorded).train_config(1).threshold == -1  # a recorded config reloads
+    reloaded = LoopConfig.model_validate(recorded)  # a recorded config reloads
+    assert reloaded.environment.train_config(1, reloaded.seed).threshold == -1
 
 
 def test_the_loop_threshold_reaches_training_and_the_group_filter():
     config = LoopConfig.model_validate(MINI)
-    assert config.train_config(1).threshold == config.rollouts.threshold == -1
-    assert config.rollouts.sampling().n == config.rollouts.group_size
+    world = config.environment
+    assert world.train_config(1, config.seed).threshold == world.rollouts.threshold == -1
+    assert world.rollouts.sampling().n == world.rollouts.group_size
 
 
 def test_unknown_tasks_and_bad_task_configs_are_refused_at_validation():
@@ -48,7 +51,7 @@ def test_workers_with_a_scheduler_address_is_refused():
 
 
 def test_the_reasoning_environment_implements_the_protocol():
-    env = ReasoningEnvironment(LoopConfig.model_validate(MINI))
+    env = LoopConfig.model_validate(MINI).build_environment(Path("."))
     for name in Environment.__annotations__:
         assert hasattr(env, name), name
     for name in ("acts", "commits_items", "items", "item_rows", "act", "prepare", "release", "summarize", "train"):
@@ -58,7 +61,7 @@ def test_the_reasoning_environment_implements_the_protocol():
 
 def test_readying_the_gpu_workers_first_releases_this_process_decoder_engines(monkeypatch):
     # No GPU here: the cluster's answer and the two calls are recorded; the real path is a GPU test.
-    env, order = ReasoningEnvironment(LoopConfig.model_validate(MINI)), []
+    env, order = LoopConfig.model_validate(MINI).build_environment(Path(".")), []
     monkeypatch.setattr("aitp.fanout.cluster.gpu_workers", lambda client: 1)
     monkeypatch.setattr("aitp.policies.fast.resident.release_engines", lambda: order.append("release"))
     monkeypatch.setattr("aitp.reasoning.rollouts.run.prepare_gpu_workers", lambda *args: order.append("prepare"))
@@ -72,7 +75,7 @@ def test_readying_the_gpu_workers_first_releases_this_process_decoder_engines(mo
 def test_the_gpu_workers_release_their_decoders_before_an_iteration_that_acted_trains(monkeypatch):
     # No GPU here: the cluster's answer and the call are recorded; the release itself is tested on a real
     # Dask worker in tests/rollouts/test_worker.py.
-    env, sent = ReasoningEnvironment(LoopConfig.model_validate(MINI)), []
+    env, sent = LoopConfig.model_validate(MINI).build_environment(Path(".")), []
     monkeypatch.setattr("aitp.fanout.cluster.gpu_workers", lambda client: 1)
     report = {"engines": 1.0, "freed_gib": 8.5, "allocated_gib": 44.02, "reserved_gib": 44.1}
     monkeypatch.setattr(

@@ -21,7 +21,8 @@ def test_grpo_quickstart_differs_from_the_quickstart_only_in_how_it_self_trains(
     quick = load_config(LoopConfig, CONFIGS / "quickstart.yaml").model_dump()
     grpo = load_config(LoopConfig, CONFIGS / "quickstart-grpo.yaml").model_dump()
     assert grpo.pop("experiment") == "quickstart-grpo" and quick.pop("experiment") == "quickstart"
-    assert grpo.pop("self_train")["objective"] == "grpo" and quick.pop("self_train")["objective"] == "sft"
+    mine, theirs = grpo["environment"].pop("self_train"), quick["environment"].pop("self_train")
+    assert mine["objective"] == "grpo" and theirs["objective"] == "sft"
     assert grpo == quick  # tasks, items, warm start, rollout budget, held-out set, promotion
 
 
@@ -31,11 +32,14 @@ def test_two_iterations_of_the_grpo_quickstart_train_with_grpo_and_record_the_lo
     data = load_config(LoopConfig, CONFIGS / "quickstart-grpo.yaml").model_dump(mode="json")
     # Shrunk to seconds: fewer items and steps, one worker and one training thread. Every group is kept
     # (uniform ones too), so iteration 1 trains whatever the short warm start learned.
-    data.update(iterations=1, demonstrations_per_task=16, eval={"n_per_task": 8, "max_tokens": 24})
-    data["tasks"] = [{k: v for k, v in t.items() if k != "demonstrations"} for t in data["tasks"]]
-    data["rollouts"].update(items_per_task=6, group_size=4, chunk_items=18, workers=1, threshold=-1.0)
-    data["warm_start"].update(steps=20, threads=1)
-    data["self_train"].update(steps=4, batch_size=8, threads=1, grpo_keep_uniform=True)
+    data.update(iterations=1)
+    data["fanout"].update(chunk_items=18, workers=1)
+    world = data["environment"]
+    world.update(demonstrations_per_task=16, eval={"n_per_task": 8, "max_tokens": 24})
+    world["tasks"] = [{k: v for k, v in t.items() if k != "demonstrations"} for t in world["tasks"]]
+    world["rollouts"].update(items_per_task=6, group_size=4, threshold=-1.0)
+    world["warm_start"].update(steps=20, threads=1)
+    world["self_train"].update(steps=4, batch_size=8, threads=1, grpo_keep_uniform=True)
     run = open_experiment(tmp_path, LoopConfig.model_validate(data))
     run_iteration(run, 0)
     row = run_iteration(run, 1)
@@ -66,7 +70,7 @@ def test_gpu_grpo_differs_from_gpu_only_in_its_objective_and_lr():
     ei = load_config(LoopConfig, CONFIGS / "gpu.yaml").model_dump()
     grpo = load_config(LoopConfig, CONFIGS / "gpu-grpo.yaml").model_dump()
     assert grpo.pop("experiment") == "gpu-grpo" and ei.pop("experiment") == "gpu"
-    mine, theirs = grpo.pop("self_train"), ei.pop("self_train")
+    mine, theirs = grpo["environment"].pop("self_train"), ei["environment"].pop("self_train")
     assert grpo == ei  # tasks, items, warm start, rollout budget, held-out set, promotion
     assert (
         mine["objective"] == "grpo" and mine["steps"] == theirs["steps"] and mine["batch_size"] == theirs["batch_size"]

@@ -25,11 +25,14 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 def test_an_iteration_trains_on_two_nodes_and_is_registered_and_judged(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     data = load_config(LoopConfig, CONFIGS / "quickstart.yaml").model_dump(mode="json")
-    data.update(experiment="nodes", iterations=1, demonstrations_per_task=16, eval={"n_per_task": 8, "max_tokens": 24})
-    data["tasks"] = [{k: v for k, v in t.items() if k != "demonstrations"} for t in data["tasks"]]
-    data["rollouts"].update(items_per_task=6, group_size=4, chunk_items=18, threshold=-1.0)
-    data["warm_start"].update(steps=20, threads=1)
-    data["self_train"].update(steps=4, batch_size=8, threads=1, nodes=2)
+    data.update(experiment="nodes", iterations=1)
+    data["fanout"].update(chunk_items=18)
+    world = data["environment"]
+    world.update(demonstrations_per_task=16, eval={"n_per_task": 8, "max_tokens": 24})
+    world["tasks"] = [{k: v for k, v in t.items() if k != "demonstrations"} for t in world["tasks"]]
+    world["rollouts"].update(items_per_task=6, group_size=4, threshold=-1.0)
+    world["warm_start"].update(steps=20, threads=1)
+    world["self_train"].update(steps=4, batch_size=8, threads=1, nodes=2)
     run = open_experiment(tmp_path, LoopConfig.model_validate(data))
     with local_cluster(2) as cluster, Client(cluster, set_as_default=False) as client:
         for k in (0, 1):

@@ -26,13 +26,14 @@ TABLES = ("items", "rollouts", "evals", "eval_samples", "iterations")
 
 def _small(overlap: bool, experiment: str) -> LoopConfig:
     data = load_config(LoopConfig, CONFIGS / "quickstart.yaml").model_dump(mode="json")
-    data.update(
-        experiment=experiment, iterations=2, demonstrations_per_task=16, eval={"n_per_task": 8, "max_tokens": 24}
-    )
-    data["tasks"] = [{k: v for k, v in t.items() if k != "demonstrations"} for t in data["tasks"]]
-    data["rollouts"].update(items_per_task=6, group_size=4, chunk_items=9, threshold=-1.0, overlap=overlap)
-    data["warm_start"].update(steps=20, threads=1)
-    data["self_train"].update(steps=4, batch_size=8, threads=1)
+    data.update(experiment=experiment, iterations=2)
+    data["fanout"].update(chunk_items=9)
+    world = data["environment"]
+    world.update(demonstrations_per_task=16, eval={"n_per_task": 8, "max_tokens": 24})
+    world["tasks"] = [{k: v for k, v in t.items() if k != "demonstrations"} for t in world["tasks"]]
+    world["rollouts"].update(items_per_task=6, group_size=4, threshold=-1.0, overlap=overlap)
+    world["warm_start"].update(steps=20, threads=1)
+    world["self_train"].update(steps=4, batch_size=8, threads=1)
     return LoopConfig.model_validate(data)
 
 
@@ -95,15 +96,21 @@ def test_overlap_samples_the_next_iteration_during_training_with_the_lag_recorde
 def test_overlap_settings_take_effect_or_are_refused():
     config = load_config(LoopConfig, CONFIGS / "quickstart.yaml")
     data = config.model_dump(mode="json")
-    assert "overlap" not in data["rollouts"]  # off by default: recorded experiments keep their hash
+    assert data["environment"]["rollouts"]["overlap"] is False  # off by default
+
+    def with_rollouts(base: dict, **changes) -> LoopConfig:
+        world = base["environment"]
+        return LoopConfig.model_validate(
+            {**base, "environment": {**world, "rollouts": {**world["rollouts"], **changes}}}
+        )
+
     with pytest.raises(ValidationError, match="max_policy_lag"):
-        LoopConfig.model_validate({**data, "rollouts": {**data["rollouts"], "overlap": True, "max_policy_lag": 2}})
+        with_rollouts(data, overlap=True, max_policy_lag=2)
     control = load_config(LoopConfig, CONFIGS / "quickstart-control.yaml").model_dump(mode="json")
     with pytest.raises(ValidationError, match="a control never samples"):
-        LoopConfig.model_validate({**control, "rollouts": {**control["rollouts"], "overlap": True}})
-    with pytest.raises(ValidationError, match="environment.rollouts.overlap only apply to environment: reasoning"):
-        LoopConfig.model_validate({"environment": "proving", "rollouts": {"overlap": True}})
+        with_rollouts(control, overlap=True)
+    with pytest.raises(ValidationError, match="environment.proving.rollouts"):  # proving has no sampling settings
+        LoopConfig.model_validate({"environment": {"type": "proving", "rollouts": {"overlap": True}}})
     with pytest.raises(ValidationError, match="gpu_memory_share"):
-        LoopConfig.model_validate({**data, "rollouts": {**data["rollouts"], "gpu_memory_share": 0.0}})
-    on = LoopConfig.model_validate({**data, "rollouts": {**data["rollouts"], "overlap": True}})
-    assert on.model_dump(mode="json")["rollouts"]["overlap"] is True
+        with_rollouts(data, gpu_memory_share=0.0)
+    assert with_rollouts(data, overlap=True).model_dump(mode="json")["environment"]["rollouts"]["overlap"] is True

@@ -44,7 +44,7 @@ def test_gpu_shards_follow_the_cluster_one_per_worker_unless_the_work_is_larger(
 
 def test_an_iteration_of_the_gpu_recipe_is_one_shard_on_one_gpu():
     config = load_config(LoopConfig, Path(__file__).resolve().parents[2] / "configs" / "gpu.yaml")
-    items = len(config.tasks) * config.rollouts.items_per_task
+    items = len(config.environment.tasks) * config.environment.rollouts.items_per_task
     assert default_shard_size(items, gpu_workers=1) == items
 
 

@@ -6,15 +6,9 @@ import pytest
 
 from aitp.checkpoints import CheckpointError, verify_checkpoint
 from aitp.lake import connect
-from aitp.reasoning.evaluate import (
-    EvalConfig,
-    EvalSetChangedError,
-    build_eval_set,
-    evaluate,
-    load_eval,
-    pinned_eval_name,
-    wilson,
-)
+from aitp.evals import EvalSetChangedError, load_eval, pinned_eval_name
+from aitp.paired import wilson
+from aitp.reasoning.evaluate import EvalConfig, build_eval_set, evaluate
 from tests.train.helpers import SYSTEM, tiny_base
 
 CONFIG = EvalConfig(tasks=["basic_arithmetic", "leg_counting"], n_per_task=4, max_tokens=8, system_prompt=SYSTEM)

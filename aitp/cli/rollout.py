@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -14,7 +14,9 @@ from aitp.cli.app import app
 from aitp.errors import BadInputError
 
 if TYPE_CHECKING:
+    from aitp.policies.base import SamplingParams
     from aitp.policies.spec import PolicySpec
+    from aitp.reasoning.items import Item
 
 POLICY_HELP = "tiny (built-in, random init), hf (with --model-path), openai (with --base-url), or a checkpoint dir."
 
@@ -96,18 +98,9 @@ def rollout_command(
     from aitp.fanout.cluster import dask_client
     from aitp.policies.base import SamplingParams
     from aitp.reasoning.items import generate_items, parse_difficulty
-    from aitp.reasoning.rollouts.run import group_records, local_gpus, preflight, run_rollouts
+    from aitp.reasoning.rollouts.run import group_records, local_gpus, preflight
 
-    for name, value in (("--n-items", n_items), ("--group-size", group_size), ("--max-tokens", max_tokens)):
-        if value < 1:
-            raise BadInputError(f"{name} must be at least 1, got {value}")
-    if workers is not None and workers < 1:
-        raise BadInputError(f"--workers must be at least 1, got {workers}")
-    if not 0.0 <= temperature <= 2.0 or not 0.0 < top_p <= 1.0:
-        raise BadInputError("--temperature must be in [0, 2] and --top-p in (0, 1]")
-    for name, path in (("--output", output), ("--samples-output", samples_output)):
-        if path is not None and path.is_dir():
-            raise BadInputError(f"{name} {path} is a directory: pass a file path for the JSONL")
+    _check_rollout_options(n_items, group_size, max_tokens, workers, temperature, top_p, output, samples_output)
     spec = policy_spec(policy, model_path, base_url, model, endpoint, concurrency, timeout)
     preflight(spec)  # before any cluster starts: a bad path or a dead server fails in a second
     items = generate_items(task, n_items, seed, split, parse_difficulty(difficulty))
@@ -121,26 +114,56 @@ def rollout_command(
         device=device,
     )
     with dask_client(dask_address, workers, local_gpus(spec, device), connect_timeout) as client:
-        if progress:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        rows = _sample(items, spec, params, client, progress, kwargs)
+    _write(group_records(items, rows), rows, output, samples_output)
 
-            columns = (TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-            with Progress(*columns, console=Console(stderr=True)) as bar:
-                job = bar.add_task("rollouts", total=len(items))
-                rows = run_rollouts(
-                    items,
-                    spec,
-                    params,
-                    client,
-                    on_progress=lambda done, total: bar.update(job, completed=done),
-                    **kwargs,
-                )
-        else:
-            rows = run_rollouts(items, spec, params, client, **kwargs)
-    groups = group_records(items, rows)
-    if samples_output is not None:
-        publish_jsonl(samples_output, rows)
+
+def _check_rollout_options(
+    n_items: int,
+    group_size: int,
+    max_tokens: int,
+    workers: int | None,
+    temperature: float,
+    top_p: float,
+    output: Path | None,
+    samples_output: Path | None,
+) -> None:
+    """Refuse bad numbers and directory outputs before a model loads or a cluster starts."""
+    for name, value in (("--n-items", n_items), ("--group-size", group_size), ("--max-tokens", max_tokens)):
+        if value < 1:
+            raise BadInputError(f"{name} must be at least 1, got {value}")
+    if workers is not None and workers < 1:
+        raise BadInputError(f"--workers must be at least 1, got {workers}")
+    if not 0.0 <= temperature <= 2.0 or not 0.0 < top_p <= 1.0:
+        raise BadInputError("--temperature must be in [0, 2] and --top-p in (0, 1]")
+    for name, path in (("--output", output), ("--samples-output", samples_output)):
+        if path is not None and path.is_dir():
+            raise BadInputError(f"{name} {path} is a directory: pass a file path for the JSONL")
+
+
+def _sample(
+    items: list[Item], spec: PolicySpec, params: SamplingParams, client: Any, progress: bool, kwargs: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The sample rows of every item, with a progress bar on stderr when asked (stdout may carry the JSONL)."""
+    from aitp.reasoning.rollouts.run import run_rollouts
+
+    if not progress:
+        return run_rollouts(items, spec, params, client, **kwargs)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True)) as bar:
+        job = bar.add_task("rollouts", total=len(items))
+        return run_rollouts(
+            items, spec, params, client, on_progress=lambda done, total: bar.update(job, completed=done), **kwargs
+        )
+
+
+def _write(groups: list[dict[str, Any]], rows: list[dict[str, Any]], output: Path | None, samples: Path | None) -> None:
+    """Publish the groups (and sample rows) whole, or stream the groups to stdout when no --output is given."""
+    if samples is not None:
+        publish_jsonl(samples, rows)
     if output is not None:
         publish_jsonl(output, groups)
     else:

@@ -32,6 +32,7 @@ from aitp.train.launcher import check_written, job_file, launch_here, launch_on_
 from aitp.train.module import (
     ExampleDataset,
     PolicyModule,
+    Trainable,
     encode_examples,
     load_trainable,
     make_collate,
@@ -192,19 +193,50 @@ def pinned_numerics(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Path, meta: dict[str, Any] | None):
+def _fit(
+    examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Path, meta: dict[str, Any] | None
+) -> TrainResult:
+    """One rank's fit in its phases: load and encode, build the trainer, take the steps, save."""
     start = time.perf_counter()
     pl.seed_everything(config.seed, workers=True, verbose=False)
     trainable = load_trainable(_spec_of(base), config.lora)
     encoded = encode_examples(trainable, examples, config.objective, config.max_len)
     plan = plan_for(config)
-    references, gap = None, None
+    references, gap = _references(trainable, encoded, config, plan)
+    module = _policy_module(trainable, config)
+    loader = _loader(encoded, references, trainable.pad_id, config)
+    ckpt_path, done = _resume_point(base, config, plan)
+    loaded = time.perf_counter()
+    progress = _FitProgress()
+    trainer = _trainer(plan, config, done, progress, out)
+    module.train()  # loaded policies are in eval mode; Lightning keeps a module's mode as it finds it
+    try:
+        trainer.fit(module, train_dataloaders=loader, ckpt_path=ckpt_path)
+        phases = {"load_s": round(loaded - start, 3), **progress.phases(loaded, time.perf_counter())}
+        result = _result(trainer, module, progress, plan, config, base, examples, out, meta, gap, phases)
+        _save(trainer, module, trainable, plan, out, result, examples, start)
+    finally:
+        if plan.deepspeed:
+            _destroy_engine(trainer)
+            _destroy_process_group_at_exit()
+    return result
+
+
+def _references(
+    trainable: Trainable, encoded: list, config: TrainConfig, plan: StrategyPlan
+) -> tuple[Any, float | None]:
+    """The base model's log-probs the objective compares against, and (grpo) the sampler/trainer log-prob gap."""
     if config.objective == "dpo":
-        references = reference_logprobs(trainable, encoded, config.batch_size)
-    elif config.objective == "grpo":  # one pass gives the KL reference and the sampler/trainer agreement
+        return reference_logprobs(trainable, encoded, config.batch_size), None
+    if config.objective == "grpo":  # one pass gives the KL reference and the sampler/trainer agreement
         per_token, gap, _ = sampled_token_logprobs(trainable, encoded, config.batch_size, precision=plan.precision)
-        references = per_token if config.grpo_kl_beta > 0 else None
-    module = PolicyModule(
+        return (per_token if config.grpo_kl_beta > 0 else None), gap
+    return None, None
+
+
+def _policy_module(trainable: Trainable, config: TrainConfig) -> PolicyModule:
+    """The Lightning module that trains the loaded model under the config's objective and optimizer."""
+    return PolicyModule(
         trainable.model,
         trainable.backend,
         config.objective,
@@ -216,20 +248,25 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
         config.grpo_clip_eps,
         config.grpo_kl_beta,
     )
-    loader = torch.utils.data.DataLoader(
+
+
+def _loader(encoded: list, references: Any, pad_id: int, config: TrainConfig) -> torch.utils.data.DataLoader:
+    """Batches of the encoded examples, shuffled by the config's seed so a fit is a function of its inputs."""
+    return torch.utils.data.DataLoader(
         ExampleDataset(encoded, references),
         batch_size=config.batch_size,
         shuffle=True,
         drop_last=len(encoded) >= config.batch_size,
-        collate_fn=make_collate(config.objective, trainable.pad_id, references is not None),
+        collate_fn=make_collate(config.objective, pad_id, references is not None),
         num_workers=config.num_workers,
         generator=torch.Generator().manual_seed(config.seed),
     )
-    ckpt_path, done = _resume_point(base, config, plan)
-    loaded = time.perf_counter()
-    progress = _FitProgress()
+
+
+def _trainer(plan: StrategyPlan, config: TrainConfig, done: int, progress: _FitProgress, out: Path) -> pl.Trainer:
+    """A quiet Lightning trainer for the plan that takes `config.steps` steps past the `done` ones resumed."""
     _quiet_lightning()
-    trainer = pl.Trainer(
+    return pl.Trainer(
         accelerator=plan.accelerator,
         devices=plan.devices,
         num_nodes=plan.nodes,
@@ -247,34 +284,40 @@ def _fit(examples: list[dict[str, Any]], base: Any, config: TrainConfig, out: Pa
         callbacks=[progress],
         default_root_dir=str(out.parent),
     )
-    module.train()  # loaded policies are in eval mode; Lightning keeps a module's mode as it finds it
-    try:
-        trainer.fit(module, train_dataloaders=loader, ckpt_path=ckpt_path)
-        fitted = time.perf_counter()
-        result = TrainResult(
-            checkpoint=str(out),
-            base=_spec_of(base),
-            objective=config.objective,
-            examples=len(examples),
-            steps=trainer.global_step,
-            tokens=progress.total * trainer.world_size,
-            seconds=0.0,
-            strategy=plan.describe(),
-            device=detect_hardware().name,
-            world_size=trainer.world_size,
-            nodes=trainer.num_nodes,
-            losses=module.loss_history(config.grad_accum),
-            config=config.model_dump(mode="json"),
-            meta=meta or {},
-            phases={"load_s": round(loaded - start, 3), **progress.phases(loaded, fitted)},
-            logprob_gap=gap,
-        )
-        _save(trainer, module, trainable, plan, out, result, examples, start)
-    finally:
-        if plan.deepspeed:
-            _destroy_engine(trainer)
-            _destroy_process_group_at_exit()
-    return result
+
+
+def _result(
+    trainer: pl.Trainer,
+    module: PolicyModule,
+    progress: _FitProgress,
+    plan: StrategyPlan,
+    config: TrainConfig,
+    base: Any,
+    examples: list[dict[str, Any]],
+    out: Path,
+    meta: dict[str, Any] | None,
+    gap: float | None,
+    phases: dict[str, float],
+) -> TrainResult:
+    """The record of a finished fit; its `seconds` and `save_s` are set when the checkpoint is written."""
+    return TrainResult(
+        checkpoint=str(out),
+        base=_spec_of(base),
+        objective=config.objective,
+        examples=len(examples),
+        steps=trainer.global_step,
+        tokens=progress.total * trainer.world_size,
+        seconds=0.0,
+        strategy=plan.describe(),
+        device=detect_hardware().name,
+        world_size=trainer.world_size,
+        nodes=trainer.num_nodes,
+        losses=module.loss_history(config.grad_accum),
+        config=config.model_dump(mode="json"),
+        meta=meta or {},
+        phases=phases,
+        logprob_gap=gap,
+    )
 
 
 def _destroy_engine(trainer) -> None:

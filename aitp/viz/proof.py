@@ -159,53 +159,7 @@ def layout(trace: ProofTrace) -> dict[str, tuple[float, float]]:
 def page_data(trace: ProofTrace) -> dict:
     """What the page draws: positioned goals, edges with their junction points, the step count."""
     pos = layout(trace)
-    proved_at = _proved_at(trace.nodes, trace.edges)
-    created = {}
-    for edge in trace.edges:
-        for child in edge["child_node_ids"] or []:
-            created[child] = min(created.get(child, edge["step"] or 0), edge["step"] or 0)
-    steps = [n["expanded_at_step"] for n in trace.nodes if n["expanded_at_step"] is not None]
-    steps += [e["step"] for e in trace.edges if e["step"] is not None]
-    nodes = [
-        {
-            "id": n["node_id"],
-            "x": pos[n["node_id"]][0],
-            "y": pos[n["node_id"]][1],
-            "goal": n["goal"],
-            "status": n["status"],
-            "depth": n["depth"],
-            "visits": n["visits"],
-            "critic": n["critic_value"],
-            "logprob": n["cumulative_logprob"],
-            "expanded_at": n["expanded_at_step"],
-            "created_at": -1 if n["is_root"] else created.get(n["node_id"], -1),
-            "proved_at": proved_at.get(n["node_id"]),
-            "in_proof": bool(n["in_proof"]),
-            "is_root": bool(n["is_root"]),
-        }
-        for n in trace.nodes
-    ]
-    edges = []
-    for e in trace.edges:
-        children = [c for c in e["child_node_ids"] or [] if c in pos]
-        sx, sy = pos[e["src_node_id"]]
-        jx = (sx + sum(pos[c][0] for c in children)) / (1 + len(children))
-        edges.append(
-            {
-                "id": e["edge_id"],
-                "src": e["src_node_id"],
-                "children": children,
-                "tactic": e["tactic"],
-                "outcome": e["outcome"],
-                "error": e["error"],
-                "step": e["step"] or 0,
-                "latency": e["latency_s"],
-                "logprob": e["tactic_logprob"],
-                "in_proof": bool(e["in_proof"]),
-                "jx": jx,
-                "jy": sy + DY / 2,
-            }
-        )
+    proved_at, created_at = _proved_at(trace.nodes, trace.edges), _created_at(trace.edges)
     first = trace.nodes[0] if trace.nodes else {}
     width = max([x for x, _ in pos.values()] + [0]) + MARGIN
     height = max([y for _, y in pos.values()] + [0]) + MARGIN + DY / 2
@@ -219,11 +173,69 @@ def page_data(trace: ProofTrace) -> dict:
         "proved": trace.proof is not None,
         "verified": bool(trace.proof and trace.proof.get("verified")),
         "proof_text": (trace.proof or {}).get("proof_text") or "",
-        "steps": max(steps) + 1 if steps else 0,
+        "steps": _step_count(trace),
         "width": width,
         "height": height,
-        "nodes": nodes,
-        "edges": edges,
+        "nodes": [_goal(n, pos, created_at, proved_at) for n in trace.nodes],
+        "edges": [_tactic(e, pos) for e in trace.edges],
+    }
+
+
+def _created_at(edges: list[dict]) -> dict[str, int]:
+    """Step at which each goal appeared: the earliest step of a tactic that produced it."""
+    created: dict[str, int] = {}
+    for edge in edges:
+        for child in edge["child_node_ids"] or []:
+            created[child] = min(created.get(child, edge["step"] or 0), edge["step"] or 0)
+    return created
+
+
+def _step_count(trace: ProofTrace) -> int:
+    """Steps the slider replays: one past the last expansion or tactic step (0 for an empty search)."""
+    steps = [n["expanded_at_step"] for n in trace.nodes if n["expanded_at_step"] is not None]
+    steps += [e["step"] for e in trace.edges if e["step"] is not None]
+    return max(steps) + 1 if steps else 0
+
+
+def _goal(
+    node: dict, pos: dict[str, tuple[float, float]], created_at: dict[str, int], proved_at: dict[str, int]
+) -> dict:
+    """One goal as the page draws it: where, what, and the steps it appears, is expanded and is proved at."""
+    return {
+        "id": node["node_id"],
+        "x": pos[node["node_id"]][0],
+        "y": pos[node["node_id"]][1],
+        "goal": node["goal"],
+        "status": node["status"],
+        "depth": node["depth"],
+        "visits": node["visits"],
+        "critic": node["critic_value"],
+        "logprob": node["cumulative_logprob"],
+        "expanded_at": node["expanded_at_step"],
+        "created_at": -1 if node["is_root"] else created_at.get(node["node_id"], -1),
+        "proved_at": proved_at.get(node["node_id"]),
+        "in_proof": bool(node["in_proof"]),
+        "is_root": bool(node["is_root"]),
+    }
+
+
+def _tactic(edge: dict, pos: dict[str, tuple[float, float]]) -> dict:
+    """One tactic as the page draws it: a junction half a row below its goal, over the goals it left."""
+    children = [c for c in edge["child_node_ids"] or [] if c in pos]
+    sx, sy = pos[edge["src_node_id"]]
+    return {
+        "id": edge["edge_id"],
+        "src": edge["src_node_id"],
+        "children": children,
+        "tactic": edge["tactic"],
+        "outcome": edge["outcome"],
+        "error": edge["error"],
+        "step": edge["step"] or 0,
+        "latency": edge["latency_s"],
+        "logprob": edge["tactic_logprob"],
+        "in_proof": bool(edge["in_proof"]),
+        "jx": (sx + sum(pos[c][0] for c in children)) / (1 + len(children)),
+        "jy": sy + DY / 2,
     }
 
 

@@ -24,11 +24,11 @@ from collections.abc import Callable
 from functools import wraps
 
 from aitp.proving.backends import backend_available, open_env
+from aitp.proving.data.theorems import TheoremSet, load_theorem_set, split_of
+from aitp.proving.data.traces import merge_rows, trace_rows, write_traces
 from aitp.proving.env import ProverEnv
-from aitp.proving.policies import FixedTacticPolicy
+from aitp.proving.models.fixed_policy import FixedTacticPolicy
 from aitp.proving.search import Budget, SearchConfig, make_search
-from aitp.proving.theorems import TheoremSet, load_theorem_set, split_of
-from aitp.proving.traces import merge_rows, trace_rows, write_traces
 
 PROBES = {"coq": ("Coq.Lists.List.app_nil_r", "intros"), "hol-light": ("ADD_CLAUSES", "REPEAT CONJ_TAC")}
 SETS = {"coq": "coq-stdlib", "hol-light": "hol-core"}

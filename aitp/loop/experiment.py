@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -32,6 +32,9 @@ from aitp.configs import (
 )
 from aitp.errors import AitpError, BadInputError, UnknownExperimentError
 from aitp.loop.config import LoopConfig
+
+if TYPE_CHECKING:
+    from aitp.proving.environment import ProverEnvironment
 
 DEFAULT_CONFIG = SHIPPED_CONFIGS / "quickstart.yaml"
 """The embedded default: the quickstart of the checkout aitp runs from."""
@@ -69,6 +72,22 @@ def code_version() -> str:
     return f"{base}+g{commit}{'.dirty' if dirty else ''}" if commit else base
 
 
+def prover_environment(config: LoopConfig, home: Path) -> ProverEnvironment:
+    """The proving world as a loop config sets it up: its `proving` section and the loop settings it reads."""
+    from aitp.proving.config import ProvingConfig
+    from aitp.proving.environment import LoopSettings, ProverEnvironment
+
+    loop = LoopSettings(
+        experiment=config.experiment,
+        seed=config.seed,
+        chunk_items=config.rollouts.chunk_items,
+        shard_size=config.rollouts.shard_size,
+        workers=config.rollouts.workers,
+        device=config.device,
+    )
+    return ProverEnvironment(config.proving or ProvingConfig(), home, loop)
+
+
 @dataclass
 class LoopRun:
     """One experiment under one home: its validated config, hash, code version, registry and environment."""
@@ -96,9 +115,7 @@ class LoopRun:
     def environment(self):
         """The environment the config names: reasoning-gym tasks or theorem proving."""
         if self.config.environment == "proving":
-            from aitp.loop.proving import ProverEnvironment
-
-            return ProverEnvironment(self.config, self.home)
+            return prover_environment(self.config, self.home)
         from aitp.loop.reasoning import ReasoningEnvironment
 
         return ReasoningEnvironment(self.config)

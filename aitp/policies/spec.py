@@ -176,3 +176,10 @@ def model_id(policy: Any) -> str:
     if local is not None and local.exists():
         return fingerprint(local)
     return spec.label()
+
+
+def existing_policy(spec: PolicySpec) -> PolicySpec:
+    """A spec whose weights path exists: checked with the config, not when the first stage loads it."""
+    if spec.path is not None and not Path(spec.path).expanduser().exists():
+        raise ValueError(f"policy path {spec.path} does not exist: pass a checkpoint directory or a .gguf file")
+    return spec

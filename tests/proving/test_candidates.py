@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from aitp.proving.candidates import CandidateGenerator, cap_families, goal_hypotheses, split_goal
+from aitp.proving.data.theorem_set import TheoremSet
 from aitp.proving.env import Goal, Theorem
-from aitp.proving.ranked_policy import Exploration, RankedTacticPolicy
-from aitp.proving.theorem_set import TheoremSet
+from aitp.proving.models.candidates import CandidateGenerator, cap_families, goal_hypotheses, split_goal
+from aitp.proving.models.ranked_policy import Exploration, RankedTacticPolicy
 
 LIBRARY = TheoremSet(
     "tiny",

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from aitp.proving.concurrent import SharedTacticPolicy, search_concurrently
 from aitp.proving.env import Goal
-from aitp.proving.policies import FixedTacticPolicy
+from aitp.proving.models.fixed_policy import FixedTacticPolicy
+from aitp.proving.search.concurrent import SharedTacticPolicy, search_concurrently
 from tests.proving.cases import require
 
 
@@ -84,16 +84,16 @@ def test_an_error_of_the_model_reaches_every_waiting_search_and_the_policy_stays
 
 @pytest.fixture(scope="module")
 def bool_library(coq_theorem_home):
-    from aitp.proving.theorems import load_theorem_set
+    from aitp.proving.data.theorems import load_theorem_set
 
     return load_theorem_set("coq-stdlib", home=coq_theorem_home)
 
 
 def test_concurrent_searches_find_what_one_search_at_a_time_finds(bool_library):
     require("coq")
-    from aitp.proving.coq import CoqEnv
+    from aitp.proving.coq.env import CoqEnv
     from aitp.proving.learning import search_theorems
-    from aitp.proving.prover_models import ProverModels
+    from aitp.proving.models.prover_models import ProverModels
     from aitp.proving.search import Budget, SearchConfig, make_search
 
     theorems = [t for t in bool_library.split("train") if t.module == "Coq.Bool.Bool"][:6]
@@ -135,13 +135,13 @@ def test_a_failing_prover_session_is_raised_in_the_caller(bool_library):
 
 def test_concurrent_searches_is_validated_and_recorded_only_when_set():
     from aitp.loop.config import LoopConfig
-    from aitp.loop.proving import ProverEnvironment
+    from aitp.loop.experiment import prover_environment
     from tests.loop.test_proving import PROVE
 
     plain = LoopConfig.model_validate(PROVE)
     assert "concurrent_searches" not in plain.model_dump()["proving"]  # recorded configs hash as before
     wide = LoopConfig.model_validate({**PROVE, "proving": {**PROVE["proving"], "concurrent_searches": 8}})
     assert wide.model_dump()["proving"]["concurrent_searches"] == 8
-    assert ProverEnvironment(wide, ".").job(None, 1, train=True).searches == 8  # it takes effect in the job
+    assert prover_environment(wide, ".").job(None, 1, train=True).searches == 8  # it takes effect in the job
     with pytest.raises(ValueError, match="concurrent_searches"):
         LoopConfig.model_validate({**PROVE, "proving": {**PROVE["proving"], "concurrent_searches": 0}})

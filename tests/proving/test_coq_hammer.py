@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from aitp.proving import coq_hammer
-from aitp.proving.candidates import CandidateGenerator
-from aitp.proving.coq_hammer import outside_premises, reconstruction, session_sentences, use_lemmas
-from aitp.proving.coq_tactics import COQ_AUTOMATION_TACTICS, parse_coq_tactic
+from aitp.proving.coq import hammer as coq_hammer
+from aitp.proving.coq.hammer import outside_premises, reconstruction, session_sentences, use_lemmas
+from aitp.proving.coq.tactics import COQ_AUTOMATION_TACTICS, parse_coq_tactic
 from aitp.proving.env import Goal, ProofStep, Theorem
 from aitp.proving.errors import TacticRejectedError
+from aitp.proving.models.candidates import CandidateGenerator
 from tests.proving.cases import require
 
 ADD_COMM = Theorem("Nat.add_comm", "", "coq", module="Coq.Arith.PeanoNat")
@@ -74,7 +74,7 @@ def test_automation_candidates_are_opt_in():
 @pytest.fixture(scope="module")
 def hammer_env():
     require_hammer()
-    from aitp.proving.coq import CoqEnv
+    from aitp.proving.coq.env import CoqEnv
 
     with CoqEnv(tactic_timeout=4.0, automation=True) as env:
         yield env
@@ -97,7 +97,7 @@ def test_circular_sauto_proof_is_refused(hammer_env):
 
 def test_a_session_without_automation_refuses_sauto():
     require_hammer()
-    from aitp.proving.coq import CoqEnv
+    from aitp.proving.coq.env import CoqEnv
 
     with CoqEnv(tactic_timeout=2.0) as env:
         result = env.run_tactic(Goal("⊢ True", ADD_COMM.name), "sauto")  # refused before it reaches Coq
@@ -118,14 +118,14 @@ def test_circular_hammer_proof_is_refused(hammer_env):
 
 def test_automation_tactics_config_is_opt_in_coq_only_and_reaches_the_searches(tmp_path):
     from aitp.loop.config import LoopConfig
-    from aitp.loop.proving import ProverEnvironment
+    from aitp.loop.experiment import prover_environment
 
     plain = LoopConfig.model_validate({"environment": "proving"})
     assert "automation_tactics" not in plain.model_dump()["proving"]  # recorded configs hash as before
     on = LoopConfig.model_validate({"environment": "proving", "proving": {"automation_tactics": True}})
     assert on.model_dump()["proving"]["automation_tactics"] is True
-    assert ProverEnvironment(on, tmp_path).job(None, 1, train=True).automation
-    assert not ProverEnvironment(plain, tmp_path).job(None, 1, train=False).automation
+    assert prover_environment(on, tmp_path).job(None, 1, train=True).automation
+    assert not prover_environment(plain, tmp_path).job(None, 1, train=False).automation
     with pytest.raises(ValueError, match="automation_tactics"):
         LoopConfig.model_validate(
             {"environment": "proving", "proving": {"backend": "hol-light", "automation_tactics": True}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from aitp.proving.coq_hints import (
+from aitp.proving.coq.hints import (
     dependency_names,
     hidden_hints,
     located_constant,
@@ -94,8 +94,8 @@ ABSURD = Theorem("Coq.Bool.Bool.absurd_eq_true", "forall b : bool, False -> b = 
 
 def _raw_coq_closes(statement: str, tactic: str) -> bool:
     """Plain Coq with the backend's header, no hiding: does `tactic` close `statement`?"""
-    from aitp.proving.coq import HEADER
-    from aitp.proving.coq_protocol import CoqError, CoqIdeTop
+    from aitp.proving.coq.env import HEADER
+    from aitp.proving.coq.protocol import CoqError, CoqIdeTop
 
     coq = CoqIdeTop()
     try:
@@ -113,8 +113,8 @@ def _raw_coq_closes(statement: str, tactic: str) -> bool:
 @pytest.fixture(scope="module")
 def coq_env(coq_theorem_home):
     require("coq")
-    from aitp.proving.coq import CoqEnv
-    from aitp.proving.theorems import load_theorem_set
+    from aitp.proving.coq.env import CoqEnv
+    from aitp.proving.data.theorems import load_theorem_set
 
     library = load_theorem_set("coq-stdlib", home=coq_theorem_home)
     with CoqEnv(tactic_timeout=5.0) as env:
@@ -202,7 +202,7 @@ def test_an_independent_proof_still_checks(coq_env, name, proof):
 
 def test_the_dependency_check_can_be_turned_off():
     require("coq")
-    from aitp.proving.coq import CoqEnv
+    from aitp.proving.coq.env import CoqEnv
 
     with CoqEnv(check_dependencies=False) as env:
         check = env.check_proof(ADD_COMM, ProofStep("intros; lia"))

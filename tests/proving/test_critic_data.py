@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from aitp.errors import BadInputError
-from aitp.proving.critic_data import critic_examples, held_out_goal_labels
-from aitp.proving.theorem_set import split_of
+from aitp.proving.data.critic_data import critic_examples, held_out_goal_labels
+from aitp.proving.data.theorem_set import split_of
 
 
 def test_proof_path_goals_are_1_and_visited_unproved_goals_are_0(coq_trace_lake):

@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from aitp.proving.external_training import TrainCommand, TrainCommandError, train_after_eval, update_checkpoints
-from aitp.proving.prover_models import load_prover_models
+from aitp.proving.models.external_training import TrainCommand, TrainCommandError, train_after_eval, update_checkpoints
+from aitp.proving.models.prover_models import load_prover_models
 
 RETRAIN = [
     sys.executable,
@@ -61,7 +61,7 @@ def test_failures_of_the_command_are_typed_and_logged(coq_trace_lake, tmp_path):
 def test_a_corrupt_checkpoint_is_refused(coq_trace_lake, tmp_path):
     _, library, *_ = coq_trace_lake
     from aitp.checkpoints import RANKER_FILE, CheckpointError
-    from aitp.proving.prover_models import ProverModels
+    from aitp.proving.models.prover_models import ProverModels
 
     models = ProverModels.untrained("coq", library)
     version = models.save(tmp_path / "ckpt")

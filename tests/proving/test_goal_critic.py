@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from aitp.proving.env import Goal
-from aitp.proving.goal_critic import GoalCritic, auc, fit_critic
+from aitp.proving.models.goal_critic import GoalCritic, auc, fit_critic
 
 
 def _goal(rng: random.Random) -> tuple[str, int]:

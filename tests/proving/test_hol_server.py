@@ -14,7 +14,7 @@ from tests.proving.cases import CASES
 
 @pytest.mark.hol_light
 def test_time_a_session_does_not_run_is_not_charged_to_its_tactic(hol_server):
-    from aitp.proving.hol_light import HolLightEnv
+    from aitp.proving.hol_light.env import HolLightEnv
 
     case = CASES["hol-light"]
     env = HolLightEnv(server=hol_server)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aitp.proving.human_context import lemma_context, section_intros, typed_binders
+from aitp.proving.coq.human_context import lemma_context, section_intros, typed_binders
 
 
 @pytest.mark.parametrize(
@@ -25,7 +25,7 @@ def test_a_section_lemma_knows_its_section_variables_binders_and_file_imports():
     from tests.proving.cases import require
 
     require("coq")
-    from aitp.proving.extract_coq import coq_theories_dir
+    from aitp.proving.coq.extract import coq_theories_dir
 
     source = str(coq_theories_dir() / "Lists" / "List.v")
     context = lemma_context("Coq.Lists.List.count_occ_cons_neq", source, "Coq.Lists.List")

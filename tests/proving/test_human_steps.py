@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from aitp.proving.coq_tactics import parse_coq_tactic
+from aitp.proving.coq.human_steps import Replay, human_step_rows, parse_script, replay_theorems
+from aitp.proving.coq.tactics import parse_coq_tactic
+from aitp.proving.data.theorem_set import TheoremSet, split_of
 from aitp.proving.env import Theorem
 from aitp.proving.errors import TacticRejectedError, UnknownTheoremError
-from aitp.proving.human_steps import Replay, human_step_rows, parse_script, replay_theorems
-from aitp.proving.theorem_set import TheoremSet, split_of
 from tests.lake.helpers import cli
 from tests.proving.cases import require
 
@@ -74,7 +74,7 @@ def test_valid_and_test_theorems_are_refused_before_any_replay():
 def lake(tmp_path_factory):
     """`aitp prove-steps` once over a set of the train theorems mixed with valid and test ones."""
     require("coq")
-    from aitp.proving.extract_coq import coq_theories_dir, parse_v_file
+    from aitp.proving.coq.extract import coq_theories_dir, parse_v_file
 
     theories = coq_theories_dir()
     wanted = set(TRAIN + HELD_OUT)
@@ -168,10 +168,10 @@ def test_a_failing_step_keeps_the_steps_before_it_and_says_why():
 
 def test_the_generator_learns_the_allowlisted_train_steps_and_a_home_without_them_is_refused(lake, tmp_path):
     from aitp.loop.config import LoopConfig
-    from aitp.loop.proving import ProverEnvironment
+    from aitp.loop.experiment import prover_environment
+    from aitp.proving.data.training_data import human_step_examples
     from aitp.proving.errors import MissingHumanStepsError
-    from aitp.proving.tactic_generator import GeneratorSettings, sft_examples
-    from aitp.proving.training_data import human_step_examples
+    from aitp.proving.models.tactic_generator import GeneratorSettings, sft_examples
     from tests.loop.test_proving import PROVE
 
     examples = human_step_examples(lake)
@@ -184,5 +184,5 @@ def test_the_generator_learns_the_allowlisted_train_steps_and_a_home_without_the
     proving = {**PROVE["proving"], "tactic_policy": "generative", "generator": {"human_steps": True}}
     config = LoopConfig.model_validate({**PROVE, "proving": proving})
     with pytest.raises(MissingHumanStepsError, match="aitp prove-steps --home"):
-        ProverEnvironment(config, tmp_path)  # refused before anything runs
-    assert len(ProverEnvironment(config, lake)._human_steps()) == len(examples)
+        prover_environment(config, tmp_path)  # refused before anything runs
+    assert len(prover_environment(config, lake)._human_steps()) == len(examples)

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import pytest
 
+from aitp.proving.data.theorems import TheoremSet
 from aitp.proving.env import Goal, Theorem
 from aitp.proving.errors import TacticRejectedError
-from aitp.proving.generative import GenerativeTacticPolicy
-from aitp.proving.policies import FixedTacticPolicy, fit_prior, goal_variables
-from aitp.proving.premises import PremiseScorer, used_premises
-from aitp.proving.theorems import TheoremSet
+from aitp.proving.models.fixed_policy import FixedTacticPolicy, fit_prior, goal_variables
+from aitp.proving.models.generative import GenerativeTacticPolicy
+from aitp.proving.models.premises import PremiseScorer, used_premises
 
 LIBRARY = TheoremSet(
     "tiny",
@@ -122,7 +122,7 @@ def test_generative_policy_speaks_the_params_protocol():
 
 
 def test_interleaved_policy_takes_turns_without_repeats():
-    from aitp.proving.generative import InterleavedPolicy
+    from aitp.proving.models.generative import InterleavedPolicy
 
     goal = Goal("⊢ True", "t")
     first = FixedTacticPolicy("coq", None, tactics=["intros", "lia", "auto"])

@@ -9,10 +9,10 @@ import pytest
 
 from aitp.checkpoints import CRITIC_FILE, PROVER_MANIFEST, verify_prover_checkpoint
 from aitp.errors import CheckpointError
+from aitp.proving.data.theorem_set import TheoremSet
 from aitp.proving.env import Goal, Theorem
-from aitp.proving.goal_critic import GoalCritic, fit_critic
-from aitp.proving.prover_models import ProverModels, load_prover_models
-from aitp.proving.theorem_set import TheoremSet
+from aitp.proving.models.goal_critic import GoalCritic, fit_critic
+from aitp.proving.models.prover_models import ProverModels, load_prover_models
 
 GOALS = ["b : bool\n⊢ b && true = b", "l : list nat\n⊢ rev (rev l) = l", "⊢ true = true", "n : nat\n⊢ n * 0 = 0"]
 

@@ -83,8 +83,8 @@ COQ_EASY = [  # none of these closes by `lia` through the lemma itself (Nat.add_
 def coq_setup(coq_theorem_home):
     require("coq")
     from aitp.proving.backends import open_env
-    from aitp.proving.policies import FixedTacticPolicy
-    from aitp.proving.theorems import load_theorem_set
+    from aitp.proving.data.theorems import load_theorem_set
+    from aitp.proving.models.fixed_policy import FixedTacticPolicy
 
     library = load_theorem_set("coq-stdlib", home=coq_theorem_home)
     env = open_env("coq", tactic_timeout=3.0)
@@ -104,7 +104,7 @@ def test_each_search_proves_easy_coq_lemmas(coq_setup, algorithm):
 
 
 def test_a_coq_proof_through_the_lemma_itself_does_not_count(coq_setup):
-    from aitp.proving.traces import trace_rows
+    from aitp.proving.data.traces import trace_rows
     from tests.proving.cases import COQ_CASE
 
     env, _, policy = coq_setup
@@ -122,9 +122,9 @@ HOL_EASY = ["ADD_CLAUSES", "ADD_SYM", "CONJ_SYM", "LE_REFL", "ADD_ASSOC"]
 
 @pytest.fixture(scope="module")
 def hol_setup(hol_server, tmp_path_factory):
-    from aitp.proving.hol_light import HolLightEnv
-    from aitp.proving.policies import FixedTacticPolicy
-    from aitp.proving.theorems import load_theorem_set
+    from aitp.proving.data.theorems import load_theorem_set
+    from aitp.proving.hol_light.env import HolLightEnv
+    from aitp.proving.models.fixed_policy import FixedTacticPolicy
 
     library = load_theorem_set("hol-core", home=tmp_path_factory.mktemp("home"))
     env = HolLightEnv(tactic_timeout=3.0, server=hol_server)
@@ -171,7 +171,7 @@ def test_bestfs_breaks_ties_by_the_critic_it_is_given(coq_setup):
 
 
 def test_htps_takes_its_values_from_a_learned_critic(coq_setup):
-    from aitp.proving.goal_critic import GoalCritic, fit_critic
+    from aitp.proving.models.goal_critic import GoalCritic, fit_critic
 
     env, library, policy = coq_setup
     critic = GoalCritic()

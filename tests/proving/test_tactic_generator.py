@@ -6,10 +6,13 @@ import json
 
 import pytest
 
-from aitp.proving.coq_tactics import parse_coq_tactic
+from aitp.proving.coq.tactics import parse_coq_tactic
+from aitp.proving.data.theorem_set import split_of
+from aitp.proving.data.trace_queries import LeakageError
+from aitp.proving.data.training_data import TacticExample, TrainingData, select_training_data
 from aitp.proving.env import Goal
-from aitp.proving.generative import goal_prompt, goal_tail
-from aitp.proving.tactic_generator import (
+from aitp.proving.models.generative import goal_prompt, goal_tail
+from aitp.proving.models.tactic_generator import (
     GeneratorSettings,
     dpo_examples,
     generator_settings,
@@ -17,9 +20,6 @@ from aitp.proving.tactic_generator import (
     sft_examples,
     train_tactic_generator,
 )
-from aitp.proving.theorem_set import split_of
-from aitp.proving.trace_queries import LeakageError
-from aitp.proving.training_data import TacticExample, TrainingData, select_training_data
 from aitp.train.config import TrainConfig
 from aitp.train.data import NoTrainingDataError
 
@@ -111,10 +111,10 @@ def test_trained_generator_proposes_the_proofs_tactics(coq_trace_lake, tmp_path)
 def test_a_prover_checkpoint_carries_its_generator(coq_trace_lake, tmp_path):
     """Saved with the prover models, verified with them, loaded back as the policy of any search."""
     from aitp.checkpoints import GENERATOR_DIR, CheckpointError, verify_checkpoint
-    from aitp.proving.generative import GenerativeTacticPolicy, InterleavedPolicy
-    from aitp.proving.prover_models import ProverModels, load_prover_models
-    from aitp.proving.ranked_policy import Exploration, RankedTacticPolicy
-    from aitp.proving.tactic_generator import prepare_generator
+    from aitp.proving.models.generative import GenerativeTacticPolicy, InterleavedPolicy
+    from aitp.proving.models.prover_models import ProverModels, load_prover_models
+    from aitp.proving.models.ranked_policy import Exploration, RankedTacticPolicy
+    from aitp.proving.models.tactic_generator import prepare_generator
 
     _, library, *_ = coq_trace_lake
     settings = GeneratorSettings(max_goal_chars=128)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from aitp.proving.candidates import CandidateGenerator
-from aitp.proving.prover_training import ranking_examples
-from aitp.proving.tactic_ranker import TacticRanker, fit_ranker
-from aitp.proving.training_data import tactic_examples
+from aitp.proving.data.training_data import tactic_examples
+from aitp.proving.models.candidates import CandidateGenerator
+from aitp.proving.models.tactic_ranker import TacticRanker, fit_ranker
+from aitp.proving.models.training import ranking_examples
 
 
 def _mean_rank(ranker, examples) -> float:

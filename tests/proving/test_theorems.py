@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from aitp.proving.data.theorems import TheoremSet, load_theorem_set, split_of
 from aitp.proving.env import Theorem
 from aitp.proving.errors import UnknownTheoremError
-from aitp.proving.theorems import TheoremSet, load_theorem_set, split_of
 from tests.proving.cases import require
 
 
@@ -49,7 +49,7 @@ def test_coq_stdlib_set_covers_much_of_the_standard_library(coq_theorem_home):
 
 def test_a_cached_set_of_an_older_extraction_is_extracted_again(tmp_path):
     require("hol-light")  # the HOL Light set is extracted from its sources in a second, no prover needed
-    from aitp.proving.theorems import theorem_set_cache
+    from aitp.proving.data.theorems import theorem_set_cache
 
     stale = TheoremSet("hol-core", "hol-light", [Theorem("OLD", "T", "hol-light")], ["OLD"], version=0)
     stale.save(theorem_set_cache("hol-core", tmp_path))

@@ -8,9 +8,9 @@ import socket
 
 import pytest
 
+from aitp.proving.data.traces import TRACE_TABLES, search_id, trace_rows, write_traces
 from aitp.proving.env import Theorem
 from aitp.proving.search import Budget, SearchConfig, make_search
-from aitp.proving.traces import TRACE_TABLES, search_id, trace_rows, write_traces
 from tests.proving.toy import ToyEnv, ToyPolicy
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from aitp.proving.theorem_set import split_of
-from aitp.proving.training_data import best_proofs, select_training_data
+from aitp.proving.data.theorem_set import split_of
+from aitp.proving.data.training_data import best_proofs, select_training_data
 
 
 def test_only_rechecked_train_proofs_become_training_data(coq_trace_lake):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aitp.proving.env import TacticResult
-from aitp.proving.tree import ProofTree, Status
+from aitp.proving.search.tree import ProofTree, Status
 from tests.proving.toy import toy_goal
 
 

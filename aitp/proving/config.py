@@ -3,7 +3,8 @@
 `ProvingConfig` is what `environment: proving` reads (which theorems, how train slices are searched, the fixed
 valid budget, the tactic model); `aitp.loop.config.LoopConfig` holds it under `proving`. Benchmarks that compare
 at the loop's settings read a backend's shipped loop config through `loop_proving` instead of keeping a second
-copy that could drift. Reading a config imports no prover: the backend registry loads only when a check needs it.
+copy that could drift. Reading a config loads no prover session: its checks ask the backend records, which
+the validators import when they first run.
 """
 
 from __future__ import annotations

@@ -23,10 +23,10 @@ M = TypeVar("M", bound=BaseModel)
 
 SHIPPED_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 """The repository's `configs/`: the embedded default run and each backend's proving loop live there."""
-
-
 MAX_NAME_LENGTH = 100
 """Experiment and eval names become file and directory names (255 bytes at most) with prefixes and suffixes."""
+
+
 
 
 UNION_TAGS = {"reasoning", "proving"}

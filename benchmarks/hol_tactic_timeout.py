@@ -15,12 +15,12 @@ import argparse
 import os
 import time
 
-from aitp.proving.hol_light import HolLightEnv, HolLightServer
+from aitp.proving.data.theorems import load_theorem_set
+from aitp.proving.hol_light.env import HolLightEnv, HolLightServer
 from aitp.proving.learning import train_slice
-from aitp.proving.prover_models import ProverModels
-from aitp.proving.ranked_policy import Exploration
+from aitp.proving.models.prover_models import ProverModels
+from aitp.proving.models.ranked_policy import Exploration
 from aitp.proving.search import Budget, SearchConfig, make_search
-from aitp.proving.theorems import load_theorem_set
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -6,7 +6,7 @@
 
 The same theorems (the first `--limit` of a split of `coq-stdlib`, the loop's evaluation order) are searched
 once per `--searches` value, every search sharing one tactic policy whose waiting requests are batched
-(`aitp.proving.concurrent`): with `--generator`, a generative model (a policy spec or a generator checkpoint,
+(`aitp.proving.search.concurrent`): with `--generator`, a generative model (a policy spec or a generator checkpoint,
 on the GPU when there is one); without, the untrained ranked models. Reported per value: theorems proved,
 theorems per minute, tactics per second, the provers' busy share, the model's busy share and mean batch, and
 the GPU's utilisation sampled by nvidia-smi while the searches ran (where there is one).
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from aitp.proving.backends import open_env
-from aitp.proving.concurrent import SharedTacticPolicy, search_concurrently
+from aitp.proving.data.theorems import load_theorem_set
 from aitp.proving.search import Budget, SearchConfig, make_search
-from aitp.proving.theorems import load_theorem_set
+from aitp.proving.search.concurrent import SharedTacticPolicy, search_concurrently
 
 
 class GpuSampler:
@@ -64,10 +64,10 @@ class GpuSampler:
 def tactic_policy(generator: str | None, library: Any) -> Any:
     """The generative model of `generator` (on the GPU if any), or the untrained ranked models' policy."""
     if generator:
-        from aitp.proving.tactic_generator import load_tactic_generator
+        from aitp.proving.models.tactic_generator import load_tactic_generator
 
         return load_tactic_generator(generator, "coq")
-    from aitp.proving.prover_models import ProverModels
+    from aitp.proving.models.prover_models import ProverModels
 
     return ProverModels.untrained("coq", library).policy(library)
 

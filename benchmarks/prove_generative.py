@@ -9,9 +9,9 @@ loop (`configs/prove-coq.yaml`, `configs/prove-hol.yaml`), its fixed tactic set 
 One run: search `--train` theorems of the train split with the untrained prover models, exploring
 (what the loop's first iteration does), commit the traces to a lake under a temporary home, select
 the training data with SQL (re-checked train proofs only), then train from the same data
-- the tactic ranker (the ranked policy over the fixed tactic set, `aitp.proving.prover_training`);
+- the tactic ranker (the ranked policy over the fixed tactic set, `aitp.proving.models.training`);
 - the generative model: the built-in byte-level transformer from random initialisation, SFT on
-  (goal, tactic) examples, then optionally DPO on the preference pairs (`aitp.proving.tactic_generator`);
+  (goal, tactic) examples, then optionally DPO on the preference pairs (`aitp.proving.models.tactic_generator`);
 and evaluate each on the first `--valid` valid theorems (library order) at one budget (BestFS,
 `--expansions` expansions, `--tactics` tactics per goal): the fixed-tactic prior (default order),
 the trained ranker, the untrained generative model (same architecture, random weights) and the
@@ -27,23 +27,22 @@ import tempfile
 import time
 from pathlib import Path
 
-from aitp.loop.config import PROVER_BACKENDS
-from aitp.loop.prover_settings import loop_proving
 from aitp.paired import wilson
 from aitp.proving.backends import open_env
+from aitp.proving.config import PROVER_BACKENDS, loop_proving
+from aitp.proving.data.theorems import load_theorem_set
+from aitp.proving.data.training_data import select_training_data
 from aitp.proving.learning import commit_traces, decide_promotion, search_theorems, train_slice
-from aitp.proving.prover_models import ProverModels
-from aitp.proving.prover_training import train_prover_models
-from aitp.proving.ranked_policy import Exploration
-from aitp.proving.search import Budget, SearchConfig, make_search
-from aitp.proving.tactic_generator import (
+from aitp.proving.models.prover_models import ProverModels
+from aitp.proving.models.ranked_policy import Exploration
+from aitp.proving.models.tactic_generator import (
     GeneratorSettings,
     fresh_tiny_generator,
     load_tactic_generator,
     train_tactic_generator,
 )
-from aitp.proving.theorems import load_theorem_set
-from aitp.proving.training_data import select_training_data
+from aitp.proving.models.training import train_prover_models
+from aitp.proving.search import Budget, SearchConfig, make_search
 from aitp.train.config import TrainConfig
 
 

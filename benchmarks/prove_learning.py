@@ -23,14 +23,14 @@ from pathlib import Path
 
 from aitp.paired import wilson
 from aitp.proving.backends import open_env
+from aitp.proving.data.theorems import load_theorem_set
+from aitp.proving.data.training_data import select_training_data
 from aitp.proving.learning import commit_traces, decide_promotion, paired_proof_gain, search_theorems, train_slice
-from aitp.proving.prover_models import PolicySettings, ProverModels
-from aitp.proving.prover_training import train_prover_models
-from aitp.proving.ranked_policy import Exploration
+from aitp.proving.models.prover_models import PolicySettings, ProverModels
+from aitp.proving.models.ranked_policy import Exploration
+from aitp.proving.models.tactic_ranker import RankerConfig
+from aitp.proving.models.training import train_prover_models
 from aitp.proving.search import Budget, SearchConfig, make_search
-from aitp.proving.tactic_ranker import RankerConfig
-from aitp.proving.theorems import load_theorem_set
-from aitp.proving.training_data import select_training_data
 
 
 def main() -> None:

@@ -34,12 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-from aitp.loop.config import ProvingConfig
-from aitp.loop.prover_settings import loop_proving
 from aitp.paired import paired_bootstrap, wilson
-from aitp.proving.coq_hammer import outside_premises, reconstruction
+from aitp.proving.config import ProvingConfig, loop_proving
+from aitp.proving.coq.hammer import outside_premises, reconstruction
+from aitp.proving.data.theorem_set import TheoremSet
 from aitp.proving.env import ProofStep, Theorem
-from aitp.proving.theorem_set import TheoremSet
 
 PEER_TACTICS = {
     "coq-auto": ["auto", "eauto", "lia", "intuition", "firstorder", "intros; lia"],
@@ -93,9 +92,9 @@ def try_peer(env, library: TheoremSet, theorem: Theorem, prover: str, budget: fl
 
 def run_task(task: tuple[str, list[str], dict]) -> list[Attempt]:
     """One prover on a chunk of theorems, in one prover session of this worker process."""
-    from aitp.proving.coq import CoqEnv
+    from aitp.proving.coq.env import CoqEnv
+    from aitp.proving.data.theorems import load_theorem_set
     from aitp.proving.errors import ProverCrashedError, UnknownTheoremError
-    from aitp.proving.theorems import load_theorem_set
 
     prover, names, opts = task
     library = load_theorem_set(opts["theorems"], opts["home"])
@@ -114,14 +113,14 @@ def run_task(task: tuple[str, list[str], dict]) -> list[Attempt]:
 def run_model(names: list[str], library: TheoremSet, opts: dict) -> list[Attempt]:
     """The registered prover model's search at its experiment's evaluation settings, the budget as its time limit.
 
-    `searches` searches run at once sharing one batched tactic model (`aitp.proving.concurrent`), as the loop's
+    `searches` searches run at once sharing one batched tactic model (`aitp.proving.search.concurrent`), as the loop's
     evaluation runs them: as many prover sessions as the peers' worker processes, so every prover has the same
     cores, and a model on a GPU decodes for all of them.
     """
-    from aitp.proving.concurrent import SharedTacticPolicy, search_concurrently
-    from aitp.proving.coq import CoqEnv
-    from aitp.proving.prover_models import load_prover_models
+    from aitp.proving.coq.env import CoqEnv
+    from aitp.proving.models.prover_models import load_prover_models
     from aitp.proving.search import Budget, SearchConfig, make_search
+    from aitp.proving.search.concurrent import SharedTacticPolicy, search_concurrently
 
     models = load_prover_models(opts["checkpoint"], library)
     p = opts["proving"]
@@ -213,7 +212,7 @@ def main() -> None:
     unknown = [p for p in provers if p not in PEER_TACTICS]
     if unknown:
         raise SystemExit(f"error: unknown prover {unknown[0]}: choose from {', '.join(PEER_TACTICS)}")
-    from aitp.proving.theorems import load_theorem_set
+    from aitp.proving.data.theorems import load_theorem_set
 
     theorem_set = loop_proving("coq").theorem_set_name
     library = load_theorem_set(theorem_set, args.home)

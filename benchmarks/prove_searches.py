@@ -26,20 +26,19 @@ from pathlib import Path
 
 import numpy as np
 
-from aitp.loop.config import PROVER_BACKENDS
-from aitp.loop.prover_settings import loop_proving
 from aitp.paired import wilson
 from aitp.proving.backends import open_env
-from aitp.proving.critic_data import held_out_goal_labels
+from aitp.proving.config import PROVER_BACKENDS, loop_proving
+from aitp.proving.data.critic_data import held_out_goal_labels
+from aitp.proving.data.theorems import load_theorem_set
+from aitp.proving.data.training_data import select_training_data
 from aitp.proving.env import Goal
-from aitp.proving.goal_critic import auc
 from aitp.proving.learning import commit_traces, paired_proof_gain, search_theorems, train_slice
-from aitp.proving.prover_models import ProverModels
-from aitp.proving.prover_training import train_prover_models
-from aitp.proving.ranked_policy import Exploration
+from aitp.proving.models.goal_critic import auc
+from aitp.proving.models.prover_models import ProverModels
+from aitp.proving.models.ranked_policy import Exploration
+from aitp.proving.models.training import train_prover_models
 from aitp.proving.search import Budget, SearchConfig, constant_critic, length_critic, make_search
-from aitp.proving.theorems import load_theorem_set
-from aitp.proving.training_data import select_training_data
 
 # (name, search, critic): critic None is the search's own default without a critic given (BestFS: none)
 VARIANTS = (

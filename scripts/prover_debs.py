@@ -5,7 +5,7 @@ A GPU machine often has neither Coq nor a package index. `scripts/wheelhouse.sh 
 minimal image lacks, as .deb files into the wheelhouse (so its manifest and bundles cover them).
 `scripts/setup.sh --wheelhouse` calls `unpack` to `dpkg -x` them into `.provers/`, where apt cannot run, and
 to link the one folder CoqHammer looks for at a fixed place (FIXED_PATHS) where this user may;
-`aitp.proving.prover_prefix` then points the Coq backend at that prefix.
+`aitp.proving.coq.prefix` then points the Coq backend at that prefix.
 
 Left out (`TARGET_HAS`): the C and C++ runtime, which must be the target's own (the prefix is put on
 LD_LIBRARY_PATH, and a second libc there would break every program started from it), and what Coq's

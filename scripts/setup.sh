@@ -4,7 +4,7 @@
 #   installs from a wheelhouse of scripts/wheelhouse.sh (a folder, or its bundles copied into one folder) with no
 #   index; --system-site-packages lets .venv use the packages of the python that makes it (e.g. the image's torch).
 #   Debian's provers carried in it (wheelhouse.sh --provers coq) are unpacked into .provers/, where the Coq backend
-#   finds them (aitp/proving/prover_prefix.py; `.venv/bin/python -m aitp.proving.prover_prefix` shows where).
+#   finds them (aitp/proving/coq/prefix.py; `.venv/bin/python -m aitp.proving.coq.prefix` shows where).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
@@ -60,7 +60,7 @@ if [ -n "$wheelhouse" ]; then
   done
   if compgen -G "$stage/debs/*.deb" >/dev/null; then
     "$python" scripts/prover_debs.py unpack "$stage/debs" .provers
-    .venv/bin/python -m aitp.proving.prover_prefix
+    .venv/bin/python -m aitp.proving.coq.prefix
   else
     echo "provers: not installed offline (Debian's coq, hol-light and libnum-ocaml-dev come from a package mirror;" \
       "build the wheelhouse with --provers coq to carry Coq)"

@@ -46,9 +46,10 @@ def _keys(model: type[BaseModel], prefix: str = "") -> list[str]:
             many = get_origin(inner) is list
             inner = get_args(inner)[0] if many else inner
             if isinstance(inner, type) and issubclass(inner, BaseModel):
-                keys += _keys(inner, key + ("[]." if many else "."))
+                keys += _keys(inner, key + ("[]." if many else "."))  # each member of a union of sections
+            if many:
                 break
-    return keys
+    return list(dict.fromkeys(keys))
 
 
 def test_every_loop_config_key_appears(generated: dict[str, str]):

@@ -11,11 +11,11 @@ import typer
 from aitp.cli.app import app
 from aitp.errors import BadInputError
 from aitp.home import resolve_home
-from aitp.proving.backends import DEFAULT_THEOREM_SETS, backend_available, open_env
+from aitp.proving.backends import BACKENDS, backend_available, open_env
+from aitp.proving.data.theorems import TheoremSet, load_theorem_set, split_of
+from aitp.proving.data.traces import merge_rows, trace_rows, write_traces
 from aitp.proving.errors import ProverUnavailableError, UnknownTheoremError
 from aitp.proving.search import Budget, SearchConfig, make_search
-from aitp.proving.theorems import TheoremSet, load_theorem_set, split_of
-from aitp.proving.traces import merge_rows, trace_rows, write_traces
 
 
 @app.command("prove")
@@ -51,7 +51,7 @@ def prove_command(
     ok, why = backend_available(backend)
     if not ok:
         raise ProverUnavailableError(f"backend '{backend}' is unavailable: {why}")
-    set_name = theorems or DEFAULT_THEOREM_SETS.get(backend)
+    set_name = theorems or BACKENDS[backend].default_theorem_set
     if set_name is None:
         raise BadInputError(f"backend '{backend}' has no built-in theorem set: pass --theorems FILE.jsonl")
     if experiment and not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", experiment):
@@ -66,7 +66,7 @@ def prove_command(
         chosen = chosen[:limit]
     if not chosen:
         raise UnknownTheoremError(f"no theorems in split '{split}' of '{set_name}'")
-    from aitp.proving.policies import FixedTacticPolicy  # torch: only when proving
+    from aitp.proving.models.fixed_policy import FixedTacticPolicy  # torch: only when proving
 
     policy = FixedTacticPolicy(backend, library, tactics=[t.strip() for t in tactics.split(",")] if tactics else None)
 

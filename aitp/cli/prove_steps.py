@@ -11,9 +11,9 @@ import typer
 from aitp.cli.app import app
 from aitp.errors import BadInputError
 from aitp.home import resolve_home
-from aitp.proving.backends import backend_available
+from aitp.proving.coq.backend import COQ
+from aitp.proving.coq.human_steps import Replay, human_step_rows, replay_theorems, write_human_steps
 from aitp.proving.errors import ProverUnavailableError
-from aitp.proving.human_steps import Replay, human_step_rows, replay_theorems, write_human_steps
 
 
 @app.command("prove-steps")
@@ -33,11 +33,11 @@ def prove_steps_command(
         raise BadInputError(f"bad experiment name '{experiment}': use letters, digits, '_', '-', '.'")
     if limit < 0:
         raise BadInputError(f"--limit {limit} is negative: pass 0 (all) or a positive count")
-    ok, why = backend_available("coq")
+    ok, why = COQ.available()  # human proofs are replayed in Coq (`aitp.proving.coq.human_steps`)
     if not ok:
-        raise ProverUnavailableError(f"backend 'coq' is unavailable: {why}")
+        raise ProverUnavailableError(f"backend '{COQ.name}' is unavailable: {why}")
     library = _theorem_set(theorems, home)
-    if library.backend != "coq":
+    if library.backend != COQ.name:
         raise BadInputError(f"theorem set '{theorems}' is for {library.backend}: pass a Coq set (coq-stdlib)")
     chosen = [library.get(n) for n in name] if name else library.split("train")
     if not name and limit > 0:

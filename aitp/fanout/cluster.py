@@ -21,6 +21,10 @@ CONNECT_TIMEOUT_S = 10.0
 WORKERS_TIMEOUT_S = 60.0
 
 
+class NoGpuWorkersError(AitpError):
+    """The policy is to run on CUDA but no worker declares a GPU."""
+
+
 class SchedulerUnreachableError(AitpError):
     """No Dask scheduler answers at the given address, or it has no workers."""
 

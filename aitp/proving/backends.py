@@ -1,28 +1,33 @@
-"""Backend registry: names, availability checks (with the install command) and construction."""
+"""The prover backends, registered in one place: look one up, check it is installed, open a session.
+
+Each backend package defines its `Backend` record (`aitp/proving/<name>/backend.py`); adding a prover is a
+package plus one entry here. The records load no prover session module until a session opens.
+"""
 
 from __future__ import annotations
 
-import os
-
-from aitp.proving.coq import CoqEnv, coq_available
+from aitp.proving.backend import Backend
+from aitp.proving.coq.backend import COQ
 from aitp.proving.env import ProverEnv
 from aitp.proving.errors import ProverUnavailableError, UnknownBackendError
-from aitp.proving.hol_light import HolLightEnv, HolLightServer, hol_light_available
-from aitp.proving.leandojo import LeanDojoEnv, leandojo_available
+from aitp.proving.hol_light.backend import HOL_LIGHT
+from aitp.proving.leandojo.backend import LEANDOJO
 
-BACKENDS: dict[str, tuple[type[ProverEnv], object]] = {
-    "coq": (CoqEnv, coq_available),
-    "hol-light": (HolLightEnv, hol_light_available),
-    "leandojo": (LeanDojoEnv, leandojo_available),
-}
-DEFAULT_THEOREM_SETS = {"coq": "coq-stdlib", "hol-light": "hol-core"}
+BACKENDS: dict[str, Backend] = {b.name: b for b in (COQ, HOL_LIGHT, LEANDOJO)}
+DEFAULT_BACKEND = COQ.name
+"""The backend a config or command uses when it names none."""
+
+
+def backend(name: str) -> Backend:
+    """The record of backend `name`, or `UnknownBackendError` naming the known ones."""
+    if name not in BACKENDS:
+        raise UnknownBackendError(f"unknown backend '{name}': use one of {', '.join(BACKENDS)}")
+    return BACKENDS[name]
 
 
 def backend_available(name: str) -> tuple[bool, str]:
     """Whether a backend can run here, and if not, why and how to install it."""
-    if name not in BACKENDS:
-        raise UnknownBackendError(f"unknown backend '{name}': use one of {', '.join(BACKENDS)}")
-    return BACKENDS[name][1]()
+    return backend(name).available()
 
 
 def serving_address(name: str) -> str | None:
@@ -32,9 +37,8 @@ def serving_address(name: str) -> str | None:
     from one loaded toplevel pay it once per run, not once per process. None for a backend that starts
     fast (Coq) or has no server.
     """
-    if name != "hol-light":
-        return None
-    return HolLightServer.shared().path
+    serve = backend(name).serve
+    return serve() if serve is not None else None
 
 
 def open_env(name: str, tactic_timeout: float = 5.0, address: str | None = None, **kwargs) -> ProverEnv:
@@ -46,6 +50,4 @@ def open_env(name: str, tactic_timeout: float = 5.0, address: str | None = None,
     ok, why = backend_available(name)
     if not ok:
         raise ProverUnavailableError(f"backend '{name}' is unavailable: {why}")
-    if address is not None and name == "hol-light" and os.path.exists(address):
-        kwargs.setdefault("server", HolLightServer(address))
-    return BACKENDS[name][0](tactic_timeout=tactic_timeout, **kwargs)
+    return backend(name).open_session(tactic_timeout=tactic_timeout, address=address, **kwargs)

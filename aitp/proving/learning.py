@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aitp.paired import PairedGain, gain_on_shared_items
+from aitp.proving.data.theorem_set import TheoremSet, split_of
+from aitp.proving.data.traces import merge_rows, trace_rows, write_traces
 from aitp.proving.env import ProverEnv, Theorem
 from aitp.proving.errors import ProverCrashedError
 from aitp.proving.search.base import Search, TacticPolicy
-from aitp.proving.theorem_set import TheoremSet, split_of
-from aitp.proving.traces import merge_rows, trace_rows, write_traces
 from aitp.registry.promotion import decide
 
 

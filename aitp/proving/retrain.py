@@ -12,9 +12,9 @@ import argparse
 import json
 from pathlib import Path
 
-from aitp.proving.prover_training import train_prover_models
-from aitp.proving.theorems import load_theorem_set
-from aitp.proving.training_data import select_training_data
+from aitp.proving.data.theorems import load_theorem_set
+from aitp.proving.data.training_data import select_training_data
+from aitp.proving.models.training import train_prover_models
 
 
 def main(argv: list[str] | None = None) -> None:

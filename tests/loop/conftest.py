@@ -35,8 +35,8 @@ def bool_theorems(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.proving.cases import require
 
     require("coq")
-    from aitp.proving.theorem_set import TheoremSet
-    from aitp.proving.theorems import load_theorem_set
+    from aitp.proving.data.theorem_set import TheoremSet
+    from aitp.proving.data.theorems import load_theorem_set
 
     root = tmp_path_factory.mktemp("bool-theorems")
     library = load_theorem_set("coq-stdlib", home=root)

@@ -96,6 +96,6 @@ def test_keys_of_an_optional_section_can_be_set_and_unknown_ones_are_named():
     from aitp.loop import LoopConfig
 
     data = apply_overrides({}, ["environment.train_slice=7", "environment.generator.human_steps=true"], LoopConfig)
-    assert data == {"proving": {"train_slice": 7, "generator": {"human_steps": True}}}
+    assert data == {"environment": {"train_slice": 7, "generator": {"human_steps": True}}}
     with pytest.raises(ConfigError, match="environment.train_slize"):
         apply_overrides({}, ["environment.train_slize=7"], LoopConfig)

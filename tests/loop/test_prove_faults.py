@@ -129,10 +129,10 @@ def test_killed_mid_search_then_again_mid_training_then_resumed(clean_run, prove
 
 def test_a_prover_killed_mid_search_loses_no_theorem(bool_theorems):
     from aitp.proving.backends import open_env
+    from aitp.proving.data.theorems import load_theorem_set
     from aitp.proving.learning import search_theorems
-    from aitp.proving.prover_models import ProverModels
+    from aitp.proving.models.prover_models import ProverModels
     from aitp.proving.search import Budget, SearchConfig, make_search
-    from aitp.proving.theorems import load_theorem_set
 
     library = load_theorem_set(str(bool_theorems))
     theorems = library.split("train")

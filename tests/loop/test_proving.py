@@ -9,8 +9,8 @@ import pytest
 from aitp.configs import ConfigError, load_config
 from aitp.lake import connect
 from aitp.loop import Environment, LoopConfig, LoopRun, open_experiment, run_iteration
-from aitp.loop.proving import ProverEnvironment
 from aitp.loop.stats import champion_gain
+from aitp.proving.environment import ProverEnvironment
 from tests.loop.helpers import MINI, REPO
 
 PROVE = {
@@ -160,8 +160,8 @@ def test_proof_search_figures_reach_the_lake_mlflow_and_the_report(two_iteration
 
 
 def test_no_valid_theorem_or_unchecked_proof_reaches_training_data(two_iterations):
-    from aitp.proving.theorem_set import split_of
-    from aitp.proving.training_data import select_training_data
+    from aitp.proving.data.theorem_set import split_of
+    from aitp.proving.data.training_data import select_training_data
 
     home, run, _ = two_iterations
     env = run.environment
@@ -234,10 +234,10 @@ def test_a_generative_loop_trains_its_generator_on_rechecked_train_proofs(tmp_pa
     import json
 
     from aitp.checkpoints import GENERATOR_DIR
-    from aitp.proving.generative import GenerativeTacticPolicy
-    from aitp.proving.prover_models import load_prover_models
-    from aitp.proving.theorem_set import split_of
-    from aitp.proving.theorems import load_theorem_set
+    from aitp.proving.data.theorem_set import split_of
+    from aitp.proving.data.theorems import load_theorem_set
+    from aitp.proving.models.generative import GenerativeTacticPolicy
+    from aitp.proving.models.prover_models import load_prover_models
 
     data = copy.deepcopy(PROVE)
     data["experiment"] = "prove-gen"
@@ -265,10 +265,10 @@ def test_workers_of_a_local_cluster_may_fork_the_loops_prover():
     from distributed import Client
 
     from aitp.fanout.cluster import local_cluster
-    from aitp.loop.proving import _workers_on_this_host
+    from aitp.proving.shards import workers_on_this_host
 
     with local_cluster(1) as cluster, Client(cluster, set_as_default=False) as client:
-        assert _workers_on_this_host(client)
+        assert workers_on_this_host(client)
 
 
 def test_searches_with_a_model_to_run_on_cuda_are_placed_on_a_gpu_worker(tmp_path):
@@ -277,13 +277,12 @@ def test_searches_with_a_model_to_run_on_cuda_are_placed_on_a_gpu_worker(tmp_pat
     The cluster is real; its GPU worker only declares the resource (this machine has no GPU)."""
     from distributed import Client
 
-    from aitp.fanout.cluster import GPU, local_cluster
-    from aitp.reasoning.rollouts.run import NoGpuWorkersError
+    from aitp.fanout.cluster import GPU, NoGpuWorkersError, local_cluster
 
     def env(policy: str, device: str | None) -> ProverEnvironment:
         data = copy.deepcopy(PROVE) | {"device": device}
         data["proving"] |= {"tactic_policy": policy}
-        return ProverEnvironment(LoopConfig.model_validate(data), tmp_path)
+        return LoopConfig.model_validate(data).build_environment(tmp_path)
 
     assert env("generative", "cuda").decodes_on_gpu and env("generative", None).decodes_on_gpu
     assert not env("generative", "cpu").decodes_on_gpu and not env("ranked", "cuda").decodes_on_gpu
@@ -313,14 +312,14 @@ def test_the_critic_keys_take_effect_or_are_refused():
 
 
 def test_a_learned_critic_is_trained_into_the_checkpoint_and_values_the_htps_searches(two_iterations, tmp_path):
-    from aitp.loop.proving import search_shard
     from aitp.proving.env import Goal
-    from aitp.proving.prover_models import load_prover_models
+    from aitp.proving.models.prover_models import load_prover_models
+    from aitp.proving.shards import search_shard
 
     home, run, _ = two_iterations
     plain = run.environment
     proving = plain.proving.model_copy(update={"critic": "learned", "search": "htps", "critic_min_visits": 1})
-    env = ProverEnvironment(plain.config.model_copy(update={"proving": proving}), home)
+    env = ProverEnvironment(proving, home, plain.loop)
     out = env.train(home, "prove-mini", 1, None, tmp_path / "ckpt")
     models = load_prover_models(out, env.library)
     assert models.critic is not None and models.record["data"]["critic_examples"] > 0

@@ -22,7 +22,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _load_hol() -> None:
-    from aitp.proving.hol_light import HolLightServer
+    from aitp.proving.hol_light.env import HolLightServer
 
     try:
         _hol["server"] = HolLightServer()
@@ -69,7 +69,7 @@ def coq_theorem_home(tmp_path_factory):
     from tests.proving.cases import require
 
     require("coq")
-    from aitp.proving.theorems import load_theorem_set
+    from aitp.proving.data.theorems import load_theorem_set
 
     home = tmp_path_factory.mktemp("coq-theorems")
     load_theorem_set("coq-stdlib", home=home)
@@ -82,12 +82,12 @@ def coq_trace_lake(coq_theorem_home, tmp_path_factory):
     with a wrong `train` label, and a train proof that was never re-checked (search with checking off)."""
     from dataclasses import replace
 
-    from aitp.proving.coq import CoqEnv
+    from aitp.proving.coq.env import CoqEnv
+    from aitp.proving.data.theorems import load_theorem_set
     from aitp.proving.learning import commit_traces, search_theorems
-    from aitp.proving.prover_models import ProverModels
-    from aitp.proving.ranked_policy import Exploration
+    from aitp.proving.models.prover_models import ProverModels
+    from aitp.proving.models.ranked_policy import Exploration
     from aitp.proving.search import Budget, SearchConfig, make_search
-    from aitp.proving.theorems import load_theorem_set
 
     library = load_theorem_set("coq-stdlib", home=coq_theorem_home)
     home = tmp_path_factory.mktemp("trace-lake")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from aitp.proving.coq_tactics import COQ_TACTICS
-from aitp.proving.hol_tactics import HOL_CONVS, HOL_TACTICS
+from aitp.proving.coq.tactics import COQ_TACTICS
+from aitp.proving.hol_light.tactics import HOL_CONVS, HOL_TACTICS
 
 MARKER = "{marker}"  # replaced by a path whose existence would prove that something ran
 

@@ -24,7 +24,7 @@ def run_cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
 
 def with_cached_theorems(home, theorem_home) -> None:
     """Seed a fresh home with the session's extracted coq-stdlib set (extracting it per test costs 15-40 s)."""
-    from aitp.proving.theorems import theorem_set_cache
+    from aitp.proving.data.theorems import theorem_set_cache
 
     cache = theorem_set_cache("coq-stdlib", home)
     cache.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ def case_env(request):
     case = CASES[request.param]
     require(case.backend)
     if case.backend == "hol-light":
-        from aitp.proving.hol_light import HolLightEnv
+        from aitp.proving.hol_light.env import HolLightEnv
 
         env = HolLightEnv(server=request.getfixturevalue("hol_server"))
     else:

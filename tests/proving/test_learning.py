@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
+from aitp.proving.data.theorem_set import TheoremSet, split_of
 from aitp.proving.env import Theorem
 from aitp.proving.learning import decide_promotion, paired_proof_gain, train_slice
-from aitp.proving.theorem_set import TheoremSet, split_of
 
 LIBRARY = TheoremSet("s", "coq", [Theorem(f"T{i}", "True", "coq") for i in range(200)], [f"T{i}" for i in range(200)])
 
@@ -54,8 +54,8 @@ def test_promotion_on_theorems_is_the_registry_rule_on_proof_counts():
 def test_training_on_nothing_is_a_typed_error():
     import pytest
 
-    from aitp.proving.prover_training import train_prover_models
-    from aitp.proving.training_data import TrainingData
+    from aitp.proving.data.training_data import TrainingData
+    from aitp.proving.models.training import train_prover_models
     from aitp.train.data import NoTrainingDataError
 
     empty = TrainingData([], [], [], [])

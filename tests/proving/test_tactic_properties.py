@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aitp.proving.coq_tactics import DENIED, parse_coq_tactic
+from aitp.proving.coq.tactics import DENIED, parse_coq_tactic
 from aitp.proving.env import Goal, ProofStep, ProverEnv, TacticResult
 from aitp.proving.errors import TacticRejectedError
-from aitp.proving.hol_tactics import HOL_CONVS, HOL_TACTICS, parse_hol_tactic
+from aitp.proving.hol_light.tactics import HOL_CONVS, HOL_TACTICS, parse_hol_tactic
 from aitp.proving.search import Budget, SearchConfig, TacticSuggestion, make_search
 from tests.proving.cases import COQ_CASE, HOL_CASE, require
 from tests.proving.tactic_strings import MARKER, coq_strings, hol_strings
@@ -230,7 +230,7 @@ def test_coq_search_with_hostile_tactics_still_proves(coq_env, tmp_path):
 
 @pytest.fixture(scope="module")
 def hol_env(hol_server):
-    from aitp.proving.hol_light import HolLightEnv
+    from aitp.proving.hol_light.env import HolLightEnv
 
     env = HolLightEnv(tactic_timeout=1.0, server=hol_server)
     yield env

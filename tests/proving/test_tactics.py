@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from aitp.proving.coq_tactics import parse_coq_tactic
+from aitp.proving.coq.tactics import parse_coq_tactic
 from aitp.proving.errors import TacticRejectedError
-from aitp.proving.hol_tactics import parse_hol_tactic
+from aitp.proving.hol_light.tactics import parse_hol_tactic
 
 COQ_OK = {
     "intros n.": "intros n",

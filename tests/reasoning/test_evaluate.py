@@ -5,8 +5,8 @@ import shutil
 import pytest
 
 from aitp.checkpoints import CheckpointError, verify_checkpoint
-from aitp.lake import connect
 from aitp.evals import EvalSetChangedError, load_eval, pinned_eval_name
+from aitp.lake import connect
 from aitp.paired import wilson
 from aitp.reasoning.evaluate import EvalConfig, build_eval_set, evaluate
 from tests.train.helpers import SYSTEM, tiny_base

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from aitp.proving import prover_prefix
+from aitp.proving.coq import prefix as prover_prefix
 
 REPO = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("prover_debs", REPO / "scripts" / "prover_debs.py")
@@ -87,8 +87,8 @@ def _deb(tmp: Path, name: str, files: dict[str, str]) -> Path:
 
 @needs_dpkg
 def test_unpacked_debs_are_where_the_coq_backend_looks(tmp_path, monkeypatch, capsys):
-    from aitp.proving.coq_protocol import coqidetop_binary
-    from aitp.proving.extract_coq import coq_theories_dir
+    from aitp.proving.coq.extract import coq_theories_dir
+    from aitp.proving.coq.protocol import coqidetop_binary
 
     # coqc answers -where from COQLIB, as a relocated Coq must be told; eprover sits in /bin as Debian's does.
     _deb(tmp_path, "coq", {"usr/bin/coqc": '#!/bin/sh\necho "$COQLIB"\n', "usr/bin/coqidetop.opt": "#!/bin/sh\n"})
@@ -159,11 +159,11 @@ def test_coqhammers_fixed_folder_is_linked_to_the_prefix_where_allowed(tmp_path)
 PROVE_THROUGH_PREFIX = textwrap.dedent(
     """
     import subprocess, sys
-    from aitp.proving.coq import CoqEnv
-    from aitp.proving.coq_protocol import coqidetop_binary
+    from aitp.proving.coq.env import CoqEnv
+    from aitp.proving.coq.protocol import coqidetop_binary
     from aitp.proving.env import Theorem
-    from aitp.proving.extract_coq import coq_theories_dir
-    from aitp.proving.prover_prefix import prover_binary, prover_env
+    from aitp.proving.coq.extract import coq_theories_dir
+    from aitp.proving.coq.prefix import prover_binary, prover_env
 
     print(coqidetop_binary(), coq_theories_dir(), prover_binary("eprover"))
     with CoqEnv(tactic_timeout=10.0) as env:

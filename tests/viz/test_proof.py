@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from aitp.proving.data.traces import trace_rows, write_traces
 from aitp.proving.env import Theorem
 from aitp.proving.search import Budget, SearchConfig, make_search
-from aitp.proving.traces import trace_rows, write_traces
 from aitp.viz.proof import ProofTrace, load_trace, page_data, render_html
 from tests.proving.test_cli import run_cli
 from tests.proving.toy import ToyEnv, ToyPolicy
@@ -103,8 +103,8 @@ def test_page_replays_a_real_coq_search_in_chromium(monkeypatch, capsys, tmp_pat
     if shutil.which("coqidetop") is None and shutil.which("coqidetop.opt") is None:
         pytest.skip("coq not installed: apt-get install -y coq")
     from aitp.lake import read_partition
-    from aitp.proving.coq import CoqEnv
-    from aitp.proving.policies import FixedTacticPolicy
+    from aitp.proving.coq.env import CoqEnv
+    from aitp.proving.models.fixed_policy import FixedTacticPolicy
 
     # Not app_nil_r: with no premise map `intuition` closes it through a later List lemma, which the check refuses.
     theorem = Theorem("Coq.Bool.Bool.negb_involutive", "", "coq", module="Coq.Bool.Bool")

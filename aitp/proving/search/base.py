@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 from aitp.proving.env import CheckResult, Goal, ProofStep, ProverEnv, Theorem
-from aitp.proving.tree import ProofTree, Status
+from aitp.proving.search.tree import ProofTree, Status
 
 
 @dataclass(frozen=True)

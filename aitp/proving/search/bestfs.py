@@ -7,7 +7,7 @@ in the order of a critic's values when one is given (the learned goal critic), e
 from __future__ import annotations
 
 from aitp.proving.search.base import Critic, Search, SearchConfig
-from aitp.proving.tree import ProofTree
+from aitp.proving.search.tree import ProofTree
 
 
 class BestFS(Search):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aitp.proving.search.base import Search
-from aitp.proving.tree import ProofTree
+from aitp.proving.search.tree import ProofTree
 
 
 class BFS(Search):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from aitp.proving.search.base import Search
-from aitp.proving.tree import ProofTree, Status
+from aitp.proving.search.tree import ProofTree, Status
 
 MAX_FRINGES = 4096
 MAX_CHILD_FRINGES = 64

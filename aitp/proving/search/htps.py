@@ -14,7 +14,7 @@ import math
 from collections import defaultdict
 
 from aitp.proving.search.base import Search
-from aitp.proving.tree import Edge, ProofTree, Status
+from aitp.proving.search.tree import Edge, ProofTree, Status
 
 
 class HTPS(Search):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from aitp.proving.search.base import Search
-from aitp.proving.tree import ProofTree, Status
+from aitp.proving.search.tree import ProofTree, Status
 
 DEPTH_DISCOUNT = math.log(0.99)
 

@@ -13,7 +13,15 @@ from contextlib import nullcontext
 from typing import Any
 
 from aitp.errors import AitpError
-from aitp.fanout.cluster import EXPANDABLE_SEGMENTS, GPU, dask_client, gpu_worker_addresses, gpu_workers, wants_cuda
+from aitp.fanout.cluster import (
+    EXPANDABLE_SEGMENTS,
+    GPU,
+    NoGpuWorkersError,
+    dask_client,
+    gpu_worker_addresses,
+    gpu_workers,
+    wants_cuda,
+)
 from aitp.fanout.shards import cut_shards, default_shard_size, shard_tasks
 from aitp.policies.base import SamplingParams
 from aitp.policies.spec import PolicySpec
@@ -39,10 +47,6 @@ class PolicyNotFoundError(AitpError):
 
 class RolloutClusterError(AitpError):
     """A shard that kept killing its workers, or a scheduler lost mid-run."""
-
-
-class NoGpuWorkersError(AitpError):
-    """The policy is to run on CUDA but no worker declares a GPU."""
 
 
 def preflight(spec: PolicySpec) -> None:

@@ -1,0 +1,106 @@
+"""CoqHammer in the Coq backend: whether it is installed, how a session loads it, what `hammer` prints.
+
+CoqHammer (Debian `libcoq-hammer`, 1.3.2 for Coq 8.16) brings two kinds of tactics: its own proof
+search (`sauto`, `hauto`, `qauto`...; no external prover) and `hammer`, which selects premises, asks
+external provers (`eprover`) for a proof and reconstructs it as one `sauto`-family tactic, printed as
+"Replace the hammer tactic with: hauto use: ...". A session loads it with `session_sentences`.
+
+Time: every tactic already runs under Coq's `Timeout T` (wall clock), which also bounds `hammer`. The
+provers `hammer` starts are separate processes that a Coq interrupt does not stop, so their own limit
+(`Set Hammer ATPLimit`) is set to half of T, and reconstruction (`Set Hammer ReconstrLimit`) to a
+quarter: within T, `hammer` gets both an answer from the provers and time to replay it, and no prover
+outlives the tactic by more than its own limit.
+
+Debian's CoqHammer 1.3.2 looks for `eprover`, `vampire`, `cvc4` and `z3_tptp`; Debian ships `eprover`
+only among them (its `z3` and `cvc5` do not answer to those names), so here `hammer` runs E.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterable
+from functools import cache
+
+from aitp.proving.coq.prefix import prover_binary
+from aitp.proving.errors import ProverUnavailableError
+
+HAMMER_INSTALL_HINT = "install CoqHammer (Debian's libcoq-hammer, eprover, z3, cvc5) with scripts/install_provers.sh"
+_REPLACE = re.compile(r"Replace the (?:hammer|`\w+`) tactic with:\s*(.+?)\s*$", re.S)
+# Options of sauto-family tactics are `name:` followed by values; `use:` lists lemmas, comma-separated.
+_OPTION = re.compile(r"\b([a-z_]+):")
+
+
+@cache
+def coqhammer_available() -> tuple[bool, str]:
+    """Whether CoqHammer's plugin is installed for this Coq, and if not, why and how to install it."""
+    from aitp.proving.coq.extract import coq_theories_dir  # where `coqc -where` points, offline prefix included
+
+    try:
+        coqlib = coq_theories_dir().parent
+    except ProverUnavailableError:
+        return False, f"coqc not found; {HAMMER_INSTALL_HINT}"
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, f"`coqc -where` failed ({exc}); {HAMMER_INSTALL_HINT}"
+    if not (coqlib / "user-contrib" / "Hammer" / "Plugin" / "Hammer.vo").is_file():
+        return False, f"CoqHammer is not installed for this Coq; {HAMMER_INSTALL_HINT}"
+    if prover_binary("eprover") is None:
+        return False, f"CoqHammer's prover eprover is not installed; {HAMMER_INSTALL_HINT}"
+    return True, ""
+
+
+def automation_refusal(head: str) -> str:
+    """Why a CoqHammer tactic is refused in a session without it, naming the fix (one line)."""
+    ok, why = coqhammer_available()
+    if not ok:
+        return f"'{head}' is a CoqHammer tactic and CoqHammer is unavailable: {why}"
+    return (
+        f"'{head}' is a CoqHammer tactic, not loaded in this session: open it with CoqEnv(automation=True) "
+        "(in a loop config, proving.automation_tactics: true)"
+    )
+
+
+def session_sentences(tactic_timeout: float) -> tuple[str, ...]:
+    """The sentences that load CoqHammer into a session whose tactics run for at most `tactic_timeout` s."""
+    atp = max(1, int(tactic_timeout * 0.5))
+    reconstruction = max(1, int(tactic_timeout * 0.25))
+    return (
+        "From Hammer Require Import Hammer.",
+        f"Set Hammer ATPLimit {atp}.",
+        f"Set Hammer ReconstrLimit {reconstruction}.",
+    )
+
+
+def reconstruction(printed: Iterable[str]) -> str | None:
+    """The tactic `hammer` (or `best`) said to use instead, from what the tactic printed; None if it said none."""
+    for message in printed:
+        match = _REPLACE.search(message)
+        if match:
+            return " ".join(match.group(1).split())
+    return None
+
+
+def use_lemmas(tactic: str) -> list[str]:
+    """The lemma names a sauto-family tactic is given with `use:` (`hauto lq: on use: a, b` -> [a, b])."""
+    names: list[str] = []
+    for chain in re.split(r";|\|\|", tactic):
+        options = list(_OPTION.finditer(chain))
+        for i, option in enumerate(options):
+            if option.group(1) != "use":
+                continue
+            end = options[i + 1].start() if i + 1 < len(options) else len(chain)
+            names.extend(n.strip() for n in chain[option.end() : end].split(",") if n.strip())
+    return names
+
+
+def outside_premises(tactic: str, premises: Iterable[str]) -> list[str]:
+    """The `use:` lemmas of `tactic` that are not among `premises` (names stated before the theorem).
+
+    A name matches a premise when equal to it or to a dot-aligned suffix of it (`Nat.add_comm` matches
+    `Coq.Arith.PeanoNat.Nat.add_comm`): hammer prints names as short as Coq lets it.
+    """
+    allowed = set()
+    for premise in premises:
+        parts = premise.split(".")
+        allowed.update(".".join(parts[i:]) for i in range(len(parts)))
+    return [name for name in use_lemmas(tactic) if name not in allowed]

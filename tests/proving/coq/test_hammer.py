@@ -1,0 +1,131 @@
+"""CoqHammer in the Coq backend: its tactics are allowlisted only where loaded, and circular proofs are refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from aitp.proving.coq import hammer as coq_hammer
+from aitp.proving.coq.hammer import outside_premises, reconstruction, session_sentences, use_lemmas
+from aitp.proving.coq.tactics import COQ_AUTOMATION_TACTICS, parse_coq_tactic
+from aitp.proving.env import Goal, ProofStep, Theorem
+from aitp.proving.errors import TacticRejectedError
+from aitp.proving.models.candidates import CandidateGenerator
+from tests.proving.cases import require
+
+ADD_COMM = Theorem("Nat.add_comm", "", "coq", module="Coq.Arith.PeanoNat")
+FORBIDDEN = frozenset({"Nat.add_comm", "add_comm"})
+
+
+def require_hammer() -> None:
+    """Skip, naming the install command, where Coq or CoqHammer is missing."""
+    require("coq")
+    ok, why = coq_hammer.coqhammer_available()
+    if not ok:
+        pytest.skip(f"CoqHammer unavailable: {why}")
+
+
+def test_use_lemmas_and_premises():
+    tactic = "hauto lq: on drew: off use: Nat.add_comm, Coq.Init.Logic.eq_sym unfold: Nat.add"
+    assert use_lemmas(tactic) == ["Nat.add_comm", "Coq.Init.Logic.eq_sym"]
+    assert use_lemmas("sauto; qauto use: a") == ["a"]
+    assert use_lemmas("sfirstorder") == []
+    premises = ["Coq.Init.Logic.eq_sym", "Coq.Arith.PeanoNat.Nat.add_0_r"]
+    assert outside_premises(tactic, premises) == ["Nat.add_comm"]
+    assert outside_premises("sauto use: Nat.add_0_r, eq_sym", premises) == []
+
+
+def test_reconstruction_and_time_limits():
+    assert reconstruction(["noise", "Replace the hammer tactic with: hauto  use: a, b "]) == "hauto use: a, b"
+    assert reconstruction(["Replace the `best` tactic with:\n\tsfirstorder use: x"]) == "sfirstorder use: x"
+    assert reconstruction(["Hammer failed"]) is None
+    assert session_sentences(2.0)[1:] == ("Set Hammer ATPLimit 1.", "Set Hammer ReconstrLimit 1.")
+    assert session_sentences(20.0)[1:] == ("Set Hammer ATPLimit 10.", "Set Hammer ReconstrLimit 5.")
+
+
+def test_automation_tactics_need_a_session_that_loads_them(monkeypatch):
+    for tactic in ("sauto", "hammer", "intros; hauto lq: on use: Nat.mul_comm, Nat.add_0_r"):
+        assert parse_coq_tactic(tactic, FORBIDDEN, automation=True) == tactic
+        with pytest.raises(TacticRejectedError, match="CoqHammer"):
+            parse_coq_tactic(tactic, FORBIDDEN)
+    monkeypatch.setattr(
+        coq_hammer, "coqhammer_available", lambda: (False, "not here; " + coq_hammer.HAMMER_INSTALL_HINT)
+    )
+    with pytest.raises(TacticRejectedError, match="scripts/install_provers.sh") as err:
+        parse_coq_tactic("sauto", FORBIDDEN)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "tactic", ["sauto use: Nat.add_comm", "hauto use: Nat.mul_comm, add_comm", "qauto inv: add_comm"]
+)
+def test_automation_never_names_the_theorem(tactic):
+    with pytest.raises(TacticRejectedError, match="theorem being proved"):
+        parse_coq_tactic(tactic, FORBIDDEN, automation=True)
+
+
+def test_automation_candidates_are_opt_in():
+    goal = Goal("⊢ forall n : nat, n + 0 = n", "t")
+    plain = [c.tactic for c in CandidateGenerator("coq").candidates(goal)]
+    with_hammer = [c.tactic for c in CandidateGenerator("coq", automation=True).candidates(goal)]
+    assert not {t.split()[0] for t in plain} & COQ_AUTOMATION_TACTICS
+    assert with_hammer[: len(plain)] == plain and {"sauto", "hammer"} <= set(with_hammer)
+
+
+@pytest.fixture(scope="module")
+def hammer_env():
+    require_hammer()
+    from aitp.proving.coq.env import CoqEnv
+
+    with CoqEnv(tactic_timeout=4.0, automation=True) as env:
+        yield env
+
+
+def test_sauto_proves_and_the_check_accepts(hammer_env):
+    theorem = Theorem("andb_comm", "", "coq", module="Coq.Bool.Bool")
+    assert hammer_env.run_tactic(hammer_env.open(theorem), "sauto").outcome == "proved"
+    assert hammer_env.check_proof(theorem, ProofStep("sauto")).ok
+
+
+def test_circular_sauto_proof_is_refused(hammer_env):
+    """sauto "proves" n + m = m + n through lia, whose library lemmas are proved from Nat.add_comm itself."""
+    goal = hammer_env.open(ADD_COMM)
+    assert hammer_env.run_tactic(goal, "sauto use: Nat.add_comm").error.startswith("rejected:")
+    assert hammer_env.run_tactic(goal, "sauto").outcome == "proved"
+    check = hammer_env.check_proof(ADD_COMM, ProofStep("sauto"))
+    assert not check.ok and "depends on the theorem being proved" in check.message
+
+
+def test_a_session_without_automation_refuses_sauto():
+    require_hammer()
+    from aitp.proving.coq.env import CoqEnv
+
+    with CoqEnv(tactic_timeout=2.0) as env:
+        result = env.run_tactic(Goal("⊢ True", ADD_COMM.name), "sauto")  # refused before it reaches Coq
+    assert result.outcome == "error" and "CoqEnv(automation=True)" in result.error
+
+
+def test_circular_hammer_proof_is_refused(hammer_env):
+    """hammer (E) finds a proof of Nat.add_comm through library lemmas proved from it: the check refuses
+    both `hammer` and the reconstruction it printed."""
+    result = hammer_env.run_tactic(hammer_env.open(ADD_COMM), "hammer")
+    assert result.outcome == "proved"
+    replay = reconstruction(hammer_env.printed)
+    assert replay is not None
+    for proof in ("hammer", replay):
+        check = hammer_env.check_proof(ADD_COMM, ProofStep(proof))
+        assert not check.ok and "depends on the theorem being proved" in check.message
+
+
+def test_automation_tactics_config_is_opt_in_coq_only_and_reaches_the_searches(tmp_path):
+    from aitp.loop.config import LoopConfig
+
+    plain = LoopConfig.model_validate({"environment": "proving"})
+    assert "automation_tactics" not in plain.model_dump()["proving"]  # recorded configs hash as before
+    on = LoopConfig.model_validate({"environment": "proving", "proving": {"automation_tactics": True}})
+    assert on.model_dump()["proving"]["automation_tactics"] is True
+    assert on.build_environment(tmp_path).job(None, 1, train=True).automation
+    assert not plain.build_environment(tmp_path).job(None, 1, train=False).automation
+    with pytest.raises(ValueError, match="automation_tactics"):
+        LoopConfig.model_validate(
+            {"environment": "proving", "proving": {"backend": "hol-light", "automation_tactics": True}}
+        )

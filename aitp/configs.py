@@ -27,8 +27,6 @@ MAX_NAME_LENGTH = 100
 """Experiment and eval names become file and directory names (255 bytes at most) with prefixes and suffixes."""
 
 
-
-
 UNION_TAGS = {"reasoning", "proving"}
 """The `type` tags of the loop config's environment union (the worlds), which pydantic puts in an error's key."""
 

@@ -59,7 +59,6 @@ class GeneratorConfig(BaseModel):
         return value
 
 
-
 class ProvingConfig(BaseModel):
     """The proving world: which theorems, how train slices are searched, and the fixed valid budget."""
 
@@ -174,7 +173,6 @@ class ProvingConfig(BaseModel):
         from aitp.proving.backends import BACKENDS  # lazy: a config is read without the provers
 
         return self.theorems or BACKENDS[self.backend].default_theorem_set
-
 
     @model_validator(mode="after")
     def _check_generator(self) -> ProvingConfig:

@@ -44,9 +44,8 @@ def test_gpu_prover_control_differs_only_in_learning():
     root = CONFIGS[0].parent
     loop = load_config(LoopConfig, root / "prove-coq-gpu.yaml").model_dump()
     control = load_config(LoopConfig, root / "prove-coq-gpu-control.yaml").model_dump()
-    assert (
-        loop["environment"]["generator"].pop("human_steps") and not control["environment"]["generator"].pop("human_steps")
-    )
+    mine, theirs = loop["environment"]["generator"], control["environment"]["generator"]
+    assert mine.pop("human_steps") and not theirs.pop("human_steps")
     assert control["environment"].pop("learn") is False and loop["environment"].pop("learn") is True
     assert loop.pop("experiment") == "prove-coq-gpu" and control.pop("experiment") == "prove-coq-gpu-control"
     assert loop == control

@@ -162,8 +162,10 @@ def model_under_test(spec: str) -> tuple[str, ProvingConfig]:
         raise SystemExit(
             f"error: model {spec} has no local checkpoint ({mv.checkpoint!r}): run on the machine that trained it"
         )
-    proving = resume_config(Path(home), experiment).proving or loop_proving("coq")
-    return mv.checkpoint, proving
+    world = resume_config(Path(home), experiment).environment
+    if world.type != "proving":
+        raise SystemExit(f"error: experiment {experiment} is not a proving loop: name a proving experiment's model")
+    return mv.checkpoint, world
 
 
 def table(attempts: list[Attempt], provers: list[str], theorems: list[str], budget: float) -> str:

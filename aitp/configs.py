@@ -27,10 +27,6 @@ MAX_NAME_LENGTH = 100
 """Experiment and eval names become file and directory names (255 bytes at most) with prefixes and suffixes."""
 
 
-UNION_TAGS = {"reasoning", "proving"}
-"""The `type` tags of the loop config's environment union (the worlds), which pydantic puts in an error's key."""
-
-
 class ConfigError(AitpError):
     """A config file or override that does not validate."""
 
@@ -76,21 +72,35 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], model: type[Base
     return data
 
 
-def error_key(error: ValidationError) -> str:
+def _sections(annotation: Any) -> list[type[BaseModel]]:
+    """The config classes a field holds: one, an optional one, or the members of a union of sections."""
+    return [a for a in (annotation, *get_args(annotation)) if isinstance(a, type) and issubclass(a, BaseModel)]
+
+
+def error_key(error: ValidationError, model: type[BaseModel] | None = None) -> str:
     """The dotted key of a validation error's first failure (`environment.rollouts.threshold`).
 
-    Inside a union keyed by `type` pydantic names the member's tag as a key of its own (`environment.reasoning.
-    tasks`); the user wrote no such key, so it is left out.
+    Inside a union of sections keyed by `type` (the loop's `environment`) pydantic names the member's tag as a
+    key of its own (`environment.reasoning.tasks`); the user wrote no such key, so, walking the key along
+    `model`, it is left out.
     """
-    loc = [str(p) for p in error.errors()[0]["loc"]]
-    loc = [p for i, p in enumerate(loc) if not (i and loc[i - 1] == "environment" and p in UNION_TAGS)]
-    return ".".join(loc) or "(top level)"
+    parts: list[str] = []
+    here = [model] if model is not None else []
+    for part in (str(p) for p in error.errors()[0]["loc"]):
+        tags = {str(m.model_fields["type"].default): m for m in here if "type" in m.model_fields}
+        if len(here) > 1 and part in tags:
+            here = [tags[part]]
+            continue
+        parts.append(part)
+        field = next((m.model_fields[part] for m in here if part in m.model_fields), None)
+        here = _sections(field.annotation) if field is not None else []
+    return ".".join(parts) or "(top level)"
 
 
-def explain(error: ValidationError) -> str:
+def explain(error: ValidationError, model: type[BaseModel] | None = None) -> str:
     """A validation error as one line naming the key and what its value must be."""
     first = error.errors()[0]
-    location = error_key(error)
+    location = error_key(error, model)
     if first["type"] == "extra_forbidden":
         return f"unknown config key '{location}': remove it or fix its spelling"
     return f"bad config value for '{location}': {first['msg']}"
@@ -119,7 +129,7 @@ def load_config(model: type[M], path: str | Path | None = None, overrides: list[
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(explain(exc)) from None
+        raise ConfigError(explain(exc, model)) from None
 
 
 def config_hash(config: BaseModel) -> str:

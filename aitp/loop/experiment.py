@@ -191,11 +191,11 @@ def resume_config(home: Path, experiment: str, overrides: list[str] | None = Non
     try:
         return LoopConfig.model_validate(data)
     except ValidationError as exc:
-        key = error_key(exc)
+        key = error_key(exc, LoopConfig)
         if any(o.split("=", 1)[0].strip() == key for o in overrides or []):
-            raise ConfigError(explain(exc)) from None
+            raise ConfigError(explain(exc, LoopConfig)) from None
         raise ExperimentConfigError(  # recorded by an older aitp, or edited: the record is the user's to fix
-            f"experiment '{experiment}' has a recorded config that no longer validates ({explain(exc)}): "
+            f"experiment '{experiment}' has a recorded config that no longer validates ({explain(exc, LoopConfig)}): "
             f"resume with --set {key}=VALUE --new-version, or start a new experiment with --config FILE"
         ) from None
 

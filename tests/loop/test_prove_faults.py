@@ -29,8 +29,8 @@ def prove_config(bool_theorems, tmp_path_factory) -> Path:
     so training lasts a moment, 3 valid theorems (the evaluation only has to run, and end the same)."""
     data = copy.deepcopy(PROVE)
     data["iterations"] = 1
-    data["rollouts"] = {"chunk_items": 3, "workers": 1}
-    data["proving"].update(theorems=str(bool_theorems), epochs=40, valid_theorems=3)
+    data["fanout"] = {"chunk_items": 3, "workers": 1}
+    data["environment"].update(theorems=str(bool_theorems), epochs=40, valid_theorems=3)
     path = tmp_path_factory.mktemp("prove-config") / "prove.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

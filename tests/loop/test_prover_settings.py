@@ -17,7 +17,7 @@ def test_each_backend_reads_its_own_loop_config(backend):
     proving = loop_proving(backend)
     assert proving.backend == backend  # not another backend's file
     assert THEOREM_SETS[proving.theorem_set_name] == backend
-    shipped = load_config(LoopConfig, SHIPPED_CONFIGS / BACKENDS[backend].loop_config).proving
+    shipped = load_config(LoopConfig, SHIPPED_CONFIGS / BACKENDS[backend].loop_config).environment
     assert proving == shipped
 
 

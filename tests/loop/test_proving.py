@@ -17,9 +17,9 @@ PROVE = {
     "experiment": "prove-mini",
     "seed": 0,
     "iterations": 1,
-    "environment": "proving",
-    "rollouts": {"chunk_items": 6, "workers": 1},
-    "proving": {
+    "fanout": {"chunk_items": 6, "workers": 1},
+    "environment": {
+        "type": "proving",
         "train_slice": 6,
         "train_expansions": 4,
         "train_tactics_per_goal": 8,
@@ -45,9 +45,9 @@ def test_the_shipped_proving_configs_load():
             .startswith(f"# bash scripts/setup.sh && .venv/bin/aitp run --config configs/{name}")
         )
         config = load_config(LoopConfig, path)
-        assert config.environment == "proving" and config.proving.backend == backend
+        assert config.environment.type == "proving" and config.environment.backend == backend
         assert config.iterations >= 3  # issue 17: at least 3 iterations after the untrained iteration 0
-        assert config.proving.learn == (name != "prove-coq-control.yaml")  # the control learns nothing
+        assert config.environment.learn == (name != "prove-coq-control.yaml")  # the control learns nothing
         recorded = config.model_dump(mode="json")
         assert "tasks" not in recorded and LoopConfig.model_validate(recorded) == config  # the record reloads
 
@@ -56,22 +56,26 @@ def test_reasoning_keys_are_refused_for_proving_and_proving_keys_for_reasoning(t
     import yaml
 
     for key, value in (("tasks", MINI["tasks"]), ("rollouts", {"group_size": 4}), ("system_prompt", "x")):
-        data = {**copy.deepcopy(PROVE), key: value}
+        data = copy.deepcopy(PROVE)
+        data["environment"][key] = value
         path = tmp_path / f"{key}.yaml"
         path.write_text(yaml.safe_dump(data))
-        with pytest.raises(ConfigError, match="only apply to environment: reasoning"):
+        with pytest.raises(ConfigError, match=f"unknown config key 'environment.{key}'"):
             load_config(LoopConfig, path)
-    with pytest.raises(ValueError, match="proving is read only with environment: proving"):
-        LoopConfig.model_validate({**copy.deepcopy(MINI), "proving": {"train_slice": 3}})
+    reasoning = LoopConfig.model_validate(MINI).model_dump(mode="json")
+    reasoning["environment"]["train_slice"] = 3
+    with pytest.raises(ValueError, match="train_slice"):
+        LoopConfig.model_validate(reasoning)
     with pytest.raises(ValueError, match="tasks: list at least one"):
         LoopConfig.model_validate({k: v for k, v in MINI.items() if k != "tasks"})
-    assert "environment" not in LoopConfig.model_validate(MINI).model_dump()  # reasoning hashes as before
 
 
 def test_the_prover_environment_implements_the_protocol(tmp_path, bool_theorems):
     from aitp.proving.learning import train_slice
 
-    config = LoopConfig.model_validate({**PROVE, "proving": {**PROVE["proving"], "theorems": str(bool_theorems)}})
+    config = LoopConfig.model_validate(
+        {**PROVE, "environment": {**PROVE["environment"], "theorems": str(bool_theorems)}}
+    )
     env = LoopRun(tmp_path, config).environment
     assert isinstance(env, ProverEnvironment)
     for name in Environment.__annotations__:
@@ -82,7 +86,9 @@ def test_the_prover_environment_implements_the_protocol(tmp_path, bool_theorems)
     assert not env.acts(0) and not env.commits_items(0) and list(env.items(0)) == []
     assert env.acts(1) and [t.name for t in env.items(1)] == [t.name for t in train_slice(env.library, 0, 6, 0)]
     assert [t.name for t in env.items(1)] == [t.name for t in env.items(1)] and len(env.items(1)) == 6
-    trained = config.model_copy(update={"proving": config.proving.model_copy(update={"first_champion": "trained"})})
+    trained = config.model_copy(
+        update={"environment": config.environment.model_copy(update={"first_champion": "trained"})}
+    )
     env = LoopRun(tmp_path, trained).environment
     assert env.acts(0) and env.commits_items(0) and [t.name for t in env.items(0)] == [t.name for t in env.items(1)]
 
@@ -92,7 +98,7 @@ def two_iterations(tmp_path_factory, bool_theorems):
     """Iterations 0 (the untrained models registered as first champion) and 1 (search, train, eval) in process."""
     home = tmp_path_factory.mktemp("prove-loop")
     data = copy.deepcopy(PROVE)
-    data["proving"]["theorems"] = str(bool_theorems)
+    data["environment"]["theorems"] = str(bool_theorems)
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         run = open_experiment(home, LoopConfig.model_validate(data))
@@ -193,8 +199,8 @@ def test_the_control_is_the_learning_run_with_learning_switched_off():
     learn, control = (
         load_config(LoopConfig, REPO / "configs" / n) for n in ("prove-coq.yaml", "prove-coq-control.yaml")
     )
-    assert control.proving.model_copy(update={"learn": True}) == learn.proving
-    assert control.model_copy(update={"experiment": learn.experiment, "proving": learn.proving}) == learn
+    assert control.environment.model_copy(update={"learn": True}) == learn.environment
+    assert control.model_copy(update={"experiment": learn.experiment, "environment": learn.environment}) == learn
 
 
 def test_train_after_eval_checkpoints_are_registered_and_gated(tmp_path, monkeypatch, bool_theorems):
@@ -205,7 +211,7 @@ def test_train_after_eval_checkpoints_are_registered_and_gated(tmp_path, monkeyp
     data = copy.deepcopy(PROVE)
     command = [sys.executable, "-m", "aitp.proving.retrain", "--home", "{home}", "--experiment", "{experiment}"]
     command += ["--iteration", "{iteration}", "--out", "{out}", "--theorems", str(bool_theorems), "--epochs", "2"]
-    data["proving"].update(theorems=str(bool_theorems), train_command=command)
+    data["environment"].update(theorems=str(bool_theorems), train_command=command)
     run = open_experiment(tmp_path, LoopConfig.model_validate(data))
     first, row = run_iteration(run, 0), run_iteration(run, 1)
     out = tmp_path / "checkpoints" / "prove-mini" / "iter-001"
@@ -219,13 +225,13 @@ def test_train_after_eval_checkpoints_are_registered_and_gated(tmp_path, monkeyp
 
 
 def test_the_generative_policy_setting_takes_effect_or_is_refused():
-    generative = {**PROVE, "proving": {**PROVE["proving"], "tactic_policy": "generative"}}
+    generative = {**PROVE, "environment": {**PROVE["environment"], "tactic_policy": "generative"}}
     config = LoopConfig.model_validate(generative)
-    assert config.proving.generator is not None and config.proving.generator.steps >= 1
-    assert config.model_dump(mode="json")["proving"]["tactic_policy"] == "generative"
+    assert config.environment.generator is not None and config.environment.generator.steps >= 1
+    assert config.model_dump(mode="json")["environment"]["tactic_policy"] == "generative"
     with pytest.raises(ValueError, match="tactic_policy: generative"):
-        LoopConfig.model_validate({**PROVE, "proving": {**PROVE["proving"], "generator": {"steps": 5}}})
-    assert "tactic_policy" not in LoopConfig.model_validate(PROVE).model_dump()["proving"]  # ranked hashes as before
+        LoopConfig.model_validate({**PROVE, "environment": {**PROVE["environment"], "generator": {"steps": 5}}})
+    assert LoopConfig.model_validate(PROVE).model_dump()["environment"]["tactic_policy"] == "ranked"
 
 
 def test_a_generative_loop_trains_its_generator_on_rechecked_train_proofs(tmp_path, bool_theorems):
@@ -241,8 +247,8 @@ def test_a_generative_loop_trains_its_generator_on_rechecked_train_proofs(tmp_pa
 
     data = copy.deepcopy(PROVE)
     data["experiment"] = "prove-gen"
-    data["proving"] |= {"theorems": str(bool_theorems), "tactic_policy": "generative", "valid_theorems": 3}
-    data["proving"]["generator"] = {"steps": 4, "batch_size": 4, "base": None}
+    data["environment"] |= {"theorems": str(bool_theorems), "tactic_policy": "generative", "valid_theorems": 3}
+    data["environment"]["generator"] = {"steps": 4, "batch_size": 4, "base": None}
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         run = open_experiment(tmp_path, LoopConfig.model_validate(data))
@@ -281,7 +287,7 @@ def test_searches_with_a_model_to_run_on_cuda_are_placed_on_a_gpu_worker(tmp_pat
 
     def env(policy: str, device: str | None) -> ProverEnvironment:
         data = copy.deepcopy(PROVE) | {"device": device}
-        data["proving"] |= {"tactic_policy": policy}
+        data["environment"] |= {"tactic_policy": policy}
         return LoopConfig.model_validate(data).build_environment(tmp_path)
 
     assert env("generative", "cuda").decodes_on_gpu and env("generative", None).decodes_on_gpu
@@ -296,18 +302,20 @@ def test_searches_with_a_model_to_run_on_cuda_are_placed_on_a_gpu_worker(tmp_pat
 
 
 def test_the_critic_keys_take_effect_or_are_refused():
-    proving = PROVE["proving"]
+    proving = PROVE["environment"]
     with pytest.raises(ValueError, match="no effect with search: bfs"):
-        LoopConfig.model_validate({**PROVE, "proving": {**proving, "search": "bfs", "critic": "learned"}})
+        LoopConfig.model_validate({**PROVE, "environment": {**proving, "search": "bfs", "critic": "learned"}})
     with pytest.raises(ValueError, match="critic_min_visits labels a learned critic"):
-        LoopConfig.model_validate({**PROVE, "proving": {**proving, "critic_min_visits": 3}})
+        LoopConfig.model_validate({**PROVE, "environment": {**proving, "critic_min_visits": 3}})
     with pytest.raises(ValueError, match="critic"):
-        LoopConfig.model_validate({**PROVE, "proving": {**proving, "critic": "neural"}})
-    assert "critic" not in LoopConfig.model_validate(PROVE).model_dump()["proving"]  # recorded configs hash as before
-    learned = LoopConfig.model_validate({**PROVE, "proving": {**proving, "critic": "learned", "critic_min_visits": 2}})
+        LoopConfig.model_validate({**PROVE, "environment": {**proving, "critic": "neural"}})
+    assert LoopConfig.model_validate(PROVE).environment.critic is None
+    learned = LoopConfig.model_validate(
+        {**PROVE, "environment": {**proving, "critic": "learned", "critic_min_visits": 2}}
+    )
     assert (
-        learned.model_dump()["proving"] | {"critic": "learned", "critic_min_visits": 2}
-        == learned.model_dump()["proving"]
+        learned.model_dump()["environment"] | {"critic": "learned", "critic_min_visits": 2}
+        == learned.model_dump()["environment"]
     )
 
 
@@ -319,7 +327,7 @@ def test_a_learned_critic_is_trained_into_the_checkpoint_and_values_the_htps_sea
     home, run, _ = two_iterations
     plain = run.environment
     proving = plain.proving.model_copy(update={"critic": "learned", "search": "htps", "critic_min_visits": 1})
-    env = ProverEnvironment(proving, home, plain.loop)
+    env = ProverEnvironment(proving, plain.loop, home)
     out = env.train(home, "prove-mini", 1, None, tmp_path / "ckpt")
     models = load_prover_models(out, env.library)
     assert models.critic is not None and models.record["data"]["critic_examples"] > 0

@@ -119,13 +119,13 @@ def test_circular_hammer_proof_is_refused(hammer_env):
 def test_automation_tactics_config_is_opt_in_coq_only_and_reaches_the_searches(tmp_path):
     from aitp.loop.config import LoopConfig
 
-    plain = LoopConfig.model_validate({"environment": "proving"})
-    assert "automation_tactics" not in plain.model_dump()["proving"]  # recorded configs hash as before
-    on = LoopConfig.model_validate({"environment": "proving", "proving": {"automation_tactics": True}})
-    assert on.model_dump()["proving"]["automation_tactics"] is True
+    plain = LoopConfig.model_validate({"environment": {"type": "proving"}})
+    assert plain.environment.automation_tactics is False
+    on = LoopConfig.model_validate({"environment": {"type": "proving", "automation_tactics": True}})
+    assert on.model_dump()["environment"]["automation_tactics"] is True
     assert on.build_environment(tmp_path).job(None, 1, train=True).automation
     assert not plain.build_environment(tmp_path).job(None, 1, train=False).automation
     with pytest.raises(ValueError, match="automation_tactics"):
         LoopConfig.model_validate(
-            {"environment": "proving", "proving": {"backend": "hol-light", "automation_tactics": True}}
+            {"environment": {"type": "proving", "backend": "hol-light", "automation_tactics": True}}
         )

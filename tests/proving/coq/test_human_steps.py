@@ -180,8 +180,8 @@ def test_the_generator_learns_the_allowlisted_train_steps_and_a_home_without_the
     rows = sft_examples(examples, "coq", GeneratorSettings())
     assert rows and {r["source"] for r in rows} == {"human_step"} and {r["theorem"] for r in rows} <= set(TRAIN)
     assert human_step_examples(tmp_path) == []
-    proving = {**PROVE["proving"], "tactic_policy": "generative", "generator": {"human_steps": True}}
-    config = LoopConfig.model_validate({**PROVE, "proving": proving})
+    proving = {**PROVE["environment"], "tactic_policy": "generative", "generator": {"human_steps": True}}
+    config = LoopConfig.model_validate({**PROVE, "environment": proving})
     with pytest.raises(MissingHumanStepsError, match="aitp prove-steps --home"):
         config.build_environment(tmp_path)  # refused before anything runs
     assert len(config.build_environment(lake)._human_steps()) == len(examples)

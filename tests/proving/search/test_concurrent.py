@@ -138,9 +138,9 @@ def test_concurrent_searches_is_validated_and_recorded_only_when_set():
     from tests.loop.test_proving import PROVE
 
     plain = LoopConfig.model_validate(PROVE)
-    assert "concurrent_searches" not in plain.model_dump()["proving"]  # recorded configs hash as before
-    wide = LoopConfig.model_validate({**PROVE, "proving": {**PROVE["proving"], "concurrent_searches": 8}})
-    assert wide.model_dump()["proving"]["concurrent_searches"] == 8
+    assert plain.model_dump()["environment"]["concurrent_searches"] == 1
+    wide = LoopConfig.model_validate({**PROVE, "environment": {**PROVE["environment"], "concurrent_searches": 8}})
+    assert wide.model_dump()["environment"]["concurrent_searches"] == 8
     assert wide.build_environment(".").job(None, 1, train=True).searches == 8  # it takes effect in the job
     with pytest.raises(ValueError, match="concurrent_searches"):
-        LoopConfig.model_validate({**PROVE, "proving": {**PROVE["proving"], "concurrent_searches": 0}})
+        LoopConfig.model_validate({**PROVE, "environment": {**PROVE["environment"], "concurrent_searches": 0}})

@@ -113,14 +113,10 @@ def _scribble(path: str) -> None:
 
 @pytest.mark.slow
 def test_corrupted_truncated_and_deleted_shards_come_back_on_resume(tmp_path):
-    from tests.loop.helpers import MINI
+    from tests.loop.helpers import MINI, mini
 
-    config = {
-        **MINI,
-        "iterations": 2,
-        "rollouts": {**MINI["rollouts"], "chunk_items": 4},
-        "self_train": {**MINI["self_train"], "steps": 8},
-    }
+    config = mini(self_train={**MINI["environment"]["self_train"], "steps": 8})
+    config.update(iterations=2, fanout={**MINI["fanout"], "chunk_items": 4})
     home = tmp_path / "home"
     run_loop_in_process(home, config)
     clean = lake_fingerprint(home, "mini")

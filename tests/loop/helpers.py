@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import signal
@@ -17,11 +18,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 AITP = [sys.executable, "-m", "aitp.cli"]
 
-MINI = {
-    "experiment": "mini",
-    "seed": 3,
-    "iterations": 1,
-    "device": "cpu",
+WORLD = {
+    "type": "reasoning",
     "system_prompt": "Answer in <answer></answer>.",
     "policy": {
         "backend": "tiny",
@@ -45,25 +43,34 @@ MINI = {
     ],
     "demonstrations_per_task": 6,
     # threshold -1 keeps every group, so iteration 1 always has something to train on
-    "rollouts": {
-        "items_per_task": 4,
-        "group_size": 2,
-        "max_tokens": 8,
-        "chunk_items": 1,
-        "workers": 1,
-        "threshold": -1,
-    },
+    "rollouts": {"items_per_task": 4, "group_size": 2, "max_tokens": 8, "threshold": -1},
     # one training thread: a fit pins every core by default, and a 32-wide model's steps on 2 threads spin against
     # the test's other processes (server, Dask worker) on a 2-core machine: 150 steps took 31-41 s, not 3.7
     "warm_start": {"demonstrations_only": True, "steps": 4, "batch_size": 4, "max_len": 128, "threads": 1},
     "self_train": {"steps": 150, "batch_size": 4, "max_len": 128, "threads": 1},
     "eval": {"n_per_task": 4, "max_tokens": 8},
 }
+MINI = {
+    "experiment": "mini",
+    "seed": 3,
+    "iterations": 1,
+    "device": "cpu",
+    "environment": WORLD,
+    "fanout": {"chunk_items": 1, "workers": 1},
+}
+"""A reasoning loop of two tasks and a 1-layer model: an iteration in seconds."""
+
+
+def mini(**world: object) -> dict:
+    """A deep copy of `MINI` with keys of its world (`environment`) changed."""
+    data = copy.deepcopy(MINI)
+    data["environment"].update(copy.deepcopy(world))
+    return data
 
 
 def write_config(path: Path, **changes: object) -> Path:
     """The miniature config as YAML, with top-level keys changed."""
-    path.write_text(yaml.safe_dump({**MINI, **changes}, sort_keys=False))
+    path.write_text(yaml.safe_dump({**copy.deepcopy(MINI), **changes}, sort_keys=False))
     return path
 
 

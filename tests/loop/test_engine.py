@@ -17,9 +17,9 @@ from tests.loop.helpers import MINI, write_config
 def test_a_yaml_value_the_loop_would_overwrite_is_refused(tmp_path):
     for stage, key, value in (("self_train", "threshold", 0.5), ("warm_start", "seed", 7)):
         data = copy.deepcopy(MINI)
-        data[stage][key] = value
+        data["environment"][stage][key] = value
         path = tmp_path / f"{stage}-{key}.yaml"
-        write_config(path, **{stage: data[stage]})
+        write_config(path, environment=data["environment"])
         with pytest.raises(ConfigError, match=rf"{stage}\.{key}.*is set by the loop") as err:
             load_config(LoopConfig, path)
         assert "\n" not in str(err.value)
@@ -38,14 +38,14 @@ def test_the_loop_threshold_reaches_training_and_the_group_filter():
 def test_unknown_tasks_and_bad_task_configs_are_refused_at_validation():
     for task, why in (({"name": "no_such_task"}, "unknown task"), ({"name": "gcd", "config": {"bogus": 1}}, "bogus")):
         data = copy.deepcopy(MINI)
-        data["tasks"] = [task]
+        data["environment"]["tasks"] = [task]
         with pytest.raises(ValueError, match=why):
             LoopConfig.model_validate(data)
 
 
 def test_workers_with_a_scheduler_address_is_refused():
     data = copy.deepcopy(MINI)
-    data["rollouts"] = {**data["rollouts"], "dask_address": "tcp://127.0.0.1:8786"}
+    data["fanout"] = {**data["fanout"], "dask_address": "tcp://127.0.0.1:8786"}
     with pytest.raises(ValueError, match="fanout.workers"):
         LoopConfig.model_validate(data)
 

@@ -17,7 +17,7 @@ def iteration_items(config, iteration):
 
 def _config(**task0) -> LoopConfig:
     data = copy.deepcopy(MINI)
-    data["tasks"][0].update(task0)
+    data["environment"]["tasks"][0].update(task0)
     return LoopConfig.model_validate(data)
 
 
@@ -37,6 +37,6 @@ def test_a_task_can_take_its_own_number_of_demonstrations():
 
 def test_no_demonstrations_at_all_is_refused_for_a_demonstration_warm_start():
     data = copy.deepcopy(MINI)
-    data["demonstrations_per_task"] = 0
+    data["environment"]["demonstrations_per_task"] = 0
     with pytest.raises(ValueError, match="no task has demonstrations"):
         LoopConfig.model_validate(data)

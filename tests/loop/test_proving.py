@@ -55,7 +55,11 @@ def test_the_shipped_proving_configs_load():
 def test_reasoning_keys_are_refused_for_proving_and_proving_keys_for_reasoning(tmp_path):
     import yaml
 
-    for key, value in (("tasks", MINI["tasks"]), ("rollouts", {"group_size": 4}), ("system_prompt", "x")):
+    for key, value in (
+        ("tasks", MINI["environment"]["tasks"]),
+        ("rollouts", {"group_size": 4}),
+        ("system_prompt", "x"),
+    ):
         data = copy.deepcopy(PROVE)
         data["environment"][key] = value
         path = tmp_path / f"{key}.yaml"
@@ -67,7 +71,7 @@ def test_reasoning_keys_are_refused_for_proving_and_proving_keys_for_reasoning(t
     with pytest.raises(ValueError, match="train_slice"):
         LoopConfig.model_validate(reasoning)
     with pytest.raises(ValueError, match="tasks: list at least one"):
-        LoopConfig.model_validate({k: v for k, v in MINI.items() if k != "tasks"})
+        LoopConfig.model_validate({**MINI, "environment": {"type": "reasoning"}})
 
 
 def test_the_prover_environment_implements_the_protocol(tmp_path, bool_theorems):

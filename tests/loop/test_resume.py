@@ -16,7 +16,11 @@ from tests.loop.helpers import MINI, champion_weights, env, lake_counts, run_ait
 
 pytestmark = pytest.mark.slow  # real processes: a Prefect server, killed workers or writers
 
-CHUNKS = len(MINI["tasks"]) * MINI["rollouts"]["items_per_task"] // MINI["rollouts"]["chunk_items"]
+CHUNKS = (
+    len(MINI["environment"]["tasks"])
+    * MINI["environment"]["rollouts"]["items_per_task"]
+    // MINI["fanout"]["chunk_items"]
+)
 
 
 def _run_args(config: Path, home: Path) -> list[str]:

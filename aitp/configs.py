@@ -39,15 +39,19 @@ def _parse_value(text: str, key: str) -> Any:
         return text
 
 
+def _sections(annotation: Any) -> list[type[BaseModel]]:
+    """The config classes a field holds: one, an optional one, or the members of a union of sections."""
+    return [a for a in (annotation, *get_args(annotation)) if isinstance(a, type) and issubclass(a, BaseModel)]
+
+
 def _known_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
     keys = []
     for name, field in model.model_fields.items():
         keys.append(prefix + name)
         # a section that may be left out (`generator: GeneratorConfig | None`) takes overrides of its keys too,
         # and a union of sections (the loop's `environment`) takes the keys of each member
-        for section in (field.annotation, *get_args(field.annotation)):
-            if isinstance(section, type) and issubclass(section, BaseModel):
-                keys += _known_keys(section, prefix + name + ".")
+        for section in _sections(field.annotation):
+            keys += _known_keys(section, prefix + name + ".")
     return list(dict.fromkeys(keys))
 
 
@@ -70,11 +74,6 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], model: type[Base
             node = node.setdefault(part, {})
         node[leaf] = _parse_value(value, key)
     return data
-
-
-def _sections(annotation: Any) -> list[type[BaseModel]]:
-    """The config classes a field holds: one, an optional one, or the members of a union of sections."""
-    return [a for a in (annotation, *get_args(annotation)) if isinstance(a, type) and issubclass(a, BaseModel)]
 
 
 def error_key(error: ValidationError, model: type[BaseModel] | None = None) -> str:

@@ -6,8 +6,8 @@ kept -> select training examples -> train -> register -> evaluate -> promote. An
 what an item is and how it is regenerated, how a policy acts on a chunk of items (sample a group of
 answers, or search a proof) and scores the result, which lake tables that writes, how training
 examples are selected from the lake and trained on, and how a model is evaluated on the fixed held-out set. The
-reasoning-gym environment implements it in `aitp.reasoning.environment`; a prover environment plugs in
-the same way.
+reasoning world implements it in `aitp.reasoning.environment`, the proving world in `aitp.proving.environment`;
+each world's config (a member of the loop config's `environment` union) builds its own.
 """
 
 from __future__ import annotations

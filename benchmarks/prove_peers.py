@@ -14,8 +14,9 @@ before the theorem (`TheoremSet.premises`).
 - `sauto`: CoqHammer's own proof search, no external prover;
 - `hammer`: CoqHammer's `hammer` (the provers it finds here: E), its ATP limit half the budget;
 - `model`: a registered prover model of the loop (`--model`), searched at its experiment's evaluation settings
-  (CoqHammer's tactics too where the experiment allowed them) with the budget as its wall-clock and prover-seconds
-  limit, `--workers` searches at once sharing the model, after the peers.
+  (search, tactics per goal, tactic timeout, CoqHammer's tactics and closing tactics where the experiment had
+  them) but with the budget as its only limit (wall clock and prover seconds; no cap on expansions), `--workers`
+  searches at once sharing the model, after the peers.
 
 Prints a markdown table (proved, 95 % Wilson interval, median seconds of the proofs) and every pair's paired
 difference with its bootstrap 95 % interval; writes one JSON line per (theorem, prover) under `--out`.
@@ -45,6 +46,7 @@ PEER_TACTICS = {
     "sauto": ["sauto"],
     "hammer": ["hammer"],
 }
+UNBOUNDED_EXPANSIONS = 1_000_000  # the model, like every peer, is stopped by the wall clock alone
 CHUNK = 5  # theorems per task: one prover session each, so long hammer runs spread over the workers
 
 
@@ -124,11 +126,16 @@ def run_model(names: list[str], library: TheoremSet, opts: dict) -> list[Attempt
 
     models = load_prover_models(opts["checkpoint"], library)
     p = opts["proving"]
-    budget = Budget(p.eval_expansions, opts["budget"], opts["budget"])
-    config = SearchConfig(budget=budget, tactics_per_goal=p.eval_tactics_per_goal, tactic_timeout=p.tactic_timeout)
+    budget = Budget(UNBOUNDED_EXPANSIONS, opts["budget"], opts["budget"])
+    config = SearchConfig(
+        budget=budget,
+        tactics_per_goal=p.eval_tactics_per_goal,
+        tactic_timeout=p.tactic_timeout,
+        closing_tactics=tuple(p.closing_tactics),
+    )
 
     def session() -> CoqEnv:
-        env = CoqEnv(tactic_timeout=p.tactic_timeout, automation=p.automation_tactics)
+        env = CoqEnv(tactic_timeout=p.tactic_timeout, automation=p.automation_tactics, hammer_timeout=p.hammer_timeout)
         env.set_premises(library.premise_map())
         return env
 

@@ -18,6 +18,7 @@ from aitp.configs import MAX_NAME_LENGTH, SHIPPED_CONFIGS
 from aitp.environment import LoopSettings
 from aitp.policies.spec import PolicySpec, existing_policy
 from aitp.proving.errors import UnknownBackendError
+from aitp.proving.search.base import ClosingTactic
 from aitp.user_yaml import read_yaml
 
 if TYPE_CHECKING:
@@ -121,6 +122,11 @@ class ProvingConfig(BaseModel):
     """Coq only: CoqHammer's tactics (`sauto`, `qauto`, `hauto`, `sauto use: ...`, `hammer`) join the fixed tactic
     set, so the search may choose them and the ranker learns when to (needs libcoq-hammer: scripts/install_provers.sh).
     False keeps the fixed set as it was."""
+    closing_tactics: list[ClosingTactic] = []
+    """Tactics a search tries on every goal it expands before the model's, each `{tactic, timeout, max_depth}`
+    (max_depth 0: the theorem's goal only; omitted: every goal), e.g. CoqHammer's `sauto` everywhere and `hammer`
+    on the theorem's goal: the model then only has to break a goal into pieces the automation closes. A `hammer`
+    listed here also sets how long its external provers run (half its timeout). []: the model's tactics alone."""
     concurrent_searches: int = Field(1, ge=1, le=256)
     """Proof searches a worker runs at once, each with its own prover session, sharing one tactic model whose
     requests are batched across them (`aitp.proving.search.concurrent`): on a GPU host, one decoder serves every
@@ -150,6 +156,27 @@ class ProvingConfig(BaseModel):
             having = " or ".join(b.name for b in BACKENDS.values() if b.automation_tactics)
             raise ValueError(f"automation_tactics adds CoqHammer's tactics: use backend: {having} or remove it")
         return self
+
+    @model_validator(mode="after")
+    def _closing_tactics_run(self) -> ProvingConfig:
+        from aitp.proving.backends import BACKENDS  # lazy: a config is read without the provers
+        from aitp.proving.errors import TacticRejectedError
+
+        for closing in self.closing_tactics:
+            if not closing.timeout > 0 or (closing.max_depth is not None and closing.max_depth < 0):
+                raise ValueError(
+                    f"environment.closing_tactics '{closing.tactic}': timeout must be > 0 and max_depth >= 0 or absent"
+                )
+            try:
+                BACKENDS[self.backend].validate_tactic(closing.tactic, self.automation_tactics)
+            except TacticRejectedError as exc:
+                raise ValueError(f"environment.closing_tactics '{closing.tactic}' is refused: {exc}") from None
+        return self
+
+    @property
+    def hammer_timeout(self) -> float:
+        """Seconds `hammer` runs (its provers get half): a closing `hammer`'s timeout, else the tactic timeout."""
+        return next((c.timeout for c in self.closing_tactics if c.tactic == "hammer"), self.tactic_timeout)
 
     @model_validator(mode="after")
     def _critic_takes_effect(self) -> ProvingConfig:

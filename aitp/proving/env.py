@@ -48,6 +48,9 @@ class TacticResult:
     goals: list[Goal] = field(default_factory=list)
     error: str = ""
     seconds: float = 0.0
+    replay: str = ""
+    """The tactic a proof records instead of the one run ('' for the same): CoqHammer's `hammer` proves a goal by
+    calling external provers, and what replays without them is the tactic it reconstructed."""
 
 
 @dataclass

@@ -85,6 +85,8 @@ class ProverEnvironment:
             critic=p.critic,
             searches=p.concurrent_searches,
             automation=p.automation_tactics,
+            closing_tactics=tuple(p.closing_tactics),
+            hammer_timeout=p.hammer_timeout,
         )
 
     @property

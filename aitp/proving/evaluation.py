@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -91,6 +91,9 @@ class ProofEvaluator:
         }
         if p.critic is not None:  # only when set: evaluations recorded before the key existed keep their name
             protocol["critic"] = p.critic
+        if p.closing_tactics:  # likewise
+            protocol["closing_tactics"] = [asdict(c) for c in p.closing_tactics]
+            protocol["hammer_timeout"] = p.hammer_timeout
         canonical = json.dumps({"theorems": [t.name for t in self.valid], "protocol": protocol}, sort_keys=True)
         return f"{p.eval_name}@{hashlib.sha256(canonical.encode()).hexdigest()[:12]}"
 

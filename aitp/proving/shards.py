@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 from aitp.environment import Progress
 from aitp.proving.data.theorem_set import TheoremSet
 from aitp.proving.env import ProverEnv
+from aitp.proving.search.base import ClosingTactic
 
 if TYPE_CHECKING:
     from aitp.proving.models.prover_models import ProverModels
@@ -46,6 +47,8 @@ class SearchJob:
     critic: str | None = None  # constant | length | learned; None: the search's default
     searches: int = 1  # searches at once in this worker, sharing one batched tactic model
     automation: bool = False  # CoqHammer's tactics in the candidates, and sessions that load CoqHammer
+    closing_tactics: tuple[ClosingTactic, ...] = ()  # tried on every goal before the model's
+    hammer_timeout: float = 8.0  # seconds `hammer` runs in the sessions (its provers get half)
 
 
 def job_library(job: SearchJob) -> TheoremSet:
@@ -70,7 +73,12 @@ def search_shard(names: list[str], job: SearchJob) -> dict[str, Any]:
         models = ProverModels.untrained(job.backend, library)
     explore = Exploration(job.explore, seed=job.explore_seed) if job.explore > 0 else None
     budget = Budget(job.expansions, job.prover_seconds, 2 * job.prover_seconds)
-    config = SearchConfig(budget=budget, tactics_per_goal=job.tactics_per_goal, tactic_timeout=job.tactic_timeout)
+    config = SearchConfig(
+        budget=budget,
+        tactics_per_goal=job.tactics_per_goal,
+        tactic_timeout=job.tactic_timeout,
+        closing_tactics=job.closing_tactics,
+    )
     critic = search_critic(job.critic, models)
     theorems = [library.get(n) for n in names]
     policy = models.policy(library, explore, automation=job.automation)
@@ -114,7 +122,8 @@ def _session(job: SearchJob, library: TheoremSet) -> ProverEnv:
     """A prover session of the job's backend with the library's premises set (a context manager)."""
     from aitp.proving.backends import open_env
 
-    automation = {"automation": True} if job.automation else {}  # only the Coq backend takes it
+    # only the Coq backend takes these
+    automation = {"automation": True, "hammer_timeout": job.hammer_timeout} if job.automation else {}
     env = open_env(job.backend, tactic_timeout=job.tactic_timeout, address=job.prover_address, **automation)
     try:
         env.set_premises(library.premise_map())

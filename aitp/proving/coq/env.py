@@ -19,7 +19,10 @@ lemmas after it are removed from the hint databases (`hints`), and tactics namin
 rejected: `auto` must not prove a lemma by applying the lemma.
 
 `CoqEnv(automation=True)` also loads CoqHammer (`hammer`), whose tactics (`sauto`, `hammer`...)
-the allowlist then accepts; without it they are refused in one line naming the fix. It is opt-in:
+the allowlist then accepts; without it they are refused in one line naming the fix. The external provers
+`hammer` calls get half of the session's `hammer_timeout` (`hammer.session_sentences`), and a goal it
+proves records its reconstruction (`TacticResult.replay`), refused when that cites a lemma not stated
+before the theorem. It is opt-in:
 loading CoqHammer slows every session's start and pulls ZArith and Program into every state, which would
 change what the existing searches see.
 """
@@ -31,7 +34,7 @@ import signal
 import time
 from dataclasses import dataclass
 
-from aitp.proving.coq.hammer import coqhammer_available, session_sentences
+from aitp.proving.coq.hammer import coqhammer_available, outside_premises, reconstruction, session_sentences
 from aitp.proving.coq.hints import (
     dependency_names,
     hidden_hints,
@@ -92,10 +95,12 @@ class CoqEnv(ProverEnv):
         max_goal_chars: int = 4000,
         check_dependencies: bool = True,
         automation: bool = False,
+        hammer_timeout: float = 8.0,
     ) -> None:
         super().__init__(tactic_timeout, max_goal_chars)
         self.check_dependencies = check_dependencies
         self.automation = automation
+        self.hammer_timeout = hammer_timeout
         self.printed: list[str] = []  # what Coq printed while running the last tactic (hammer's reconstruction)
         ok, why = coq_available()
         if not ok:
@@ -113,7 +118,7 @@ class CoqEnv(ProverEnv):
     def _start(self) -> None:
         self._coq = CoqIdeTop()
         state = self._coq.init_state
-        for sentence in (*HEADER, *(session_sentences(self.tactic_timeout) if self.automation else ())):
+        for sentence in (*HEADER, *(session_sentences(self.hammer_timeout) if self.automation else ())):
             state = self._coq.add(sentence, state)
         self._coq.goals()
         self._base = state
@@ -201,6 +206,7 @@ class CoqEnv(ProverEnv):
         handle: CoqHandle = goal.handle
         focus = f"{handle.index + 1}: {{"
         self.printed = []
+        hammer = tactic == "hammer"
         try:
             self._goto((*handle.path, focus))
             before = self._coq.goals()
@@ -217,10 +223,25 @@ class CoqEnv(ProverEnv):
         if after.shelved > before.shelved or after.given_up > before.given_up:
             return TacticResult("error", error="tactic shelved or gave up goals")
         if not after.foreground:
-            return TacticResult("proved")
+            return self._hammer_proof(goal) if hammer else TacticResult("proved")
         path = (*handle.path, focus, sentence)
         children = [Goal(g.text(), goal.theorem, CoqHandle(path, i)) for i, g in enumerate(after.foreground)]
         return TacticResult("goals", children)
+
+    def _hammer_proof(self, goal: Goal) -> TacticResult:
+        """`hammer` closed the goal: the proof records the tactic it reconstructed, if that cites only premises."""
+        printed = reconstruction(self.printed)
+        if printed is None:
+            return TacticResult("error", error="hammer printed no reconstruction to record")
+        try:  # its own allowlisted, normalised text (hammer prints a closing period)
+            replay = self.validate_tactic(goal, printed)
+        except TacticRejectedError as exc:
+            return TacticResult("error", error=f"hammer's reconstruction is refused: {exc}")
+        outside = outside_premises(replay, self.premises(goal))
+        if outside:
+            cited = ", ".join(outside)
+            return TacticResult("error", error=f"hammer cited lemmas not stated before the theorem: {cited}")
+        return TacticResult("proved", replay=replay)
 
     def render_proof(self, proof: ProofStep) -> str:
         return " ".join(_proof_sentences(proof, timeout=None))

@@ -5,11 +5,15 @@ search (`sauto`, `hauto`, `qauto`...; no external prover) and `hammer`, which se
 external provers (`eprover`) for a proof and reconstructs it as one `sauto`-family tactic, printed as
 "Replace the hammer tactic with: hauto use: ...". A session loads it with `session_sentences`.
 
-Time: every tactic already runs under Coq's `Timeout T` (wall clock), which also bounds `hammer`. The
-provers `hammer` starts are separate processes that a Coq interrupt does not stop, so their own limit
+Time: `hammer` runs under Coq's `Timeout T` (wall clock) like every tactic; a session is told the T it gives
+`hammer` (`hammer_timeout`: its proven goals took up to 5 s on the loop's valid theorems, other tactics get 2 s).
+The provers `hammer` starts are separate processes that a Coq interrupt does not stop, so their own limit
 (`Set Hammer ATPLimit`) is set to half of T, and reconstruction (`Set Hammer ReconstrLimit`) to a
 quarter: within T, `hammer` gets both an answer from the provers and time to replay it, and no prover
 outlives the tactic by more than its own limit.
+
+A proof records what `hammer` reconstructed (`hauto use: ...`), not `hammer`: that replays without the external
+provers, and its `use:` lemmas are checked against the premises stated before the theorem (`outside_premises`).
 
 Debian's CoqHammer 1.3.2 looks for `eprover`, `vampire`, `cvc4` and `z3_tptp`; Debian ships `eprover`
 only among them (its `z3` and `cvc5` do not answer to those names), so here `hammer` runs E.
@@ -60,10 +64,10 @@ def automation_refusal(head: str) -> str:
     )
 
 
-def session_sentences(tactic_timeout: float) -> tuple[str, ...]:
-    """The sentences that load CoqHammer into a session whose tactics run for at most `tactic_timeout` s."""
-    atp = max(1, int(tactic_timeout * 0.5))
-    reconstruction = max(1, int(tactic_timeout * 0.25))
+def session_sentences(hammer_timeout: float) -> tuple[str, ...]:
+    """The sentences that load CoqHammer into a session whose `hammer` runs for at most `hammer_timeout` s."""
+    atp = max(1, int(hammer_timeout * 0.5))
+    reconstruction = max(1, int(hammer_timeout * 0.25))
     return (
         "From Hammer Require Import Hammer.",
         f"Set Hammer ATPLimit {atp}.",

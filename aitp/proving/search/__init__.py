@@ -5,6 +5,7 @@ from __future__ import annotations
 from aitp.errors import BadInputError
 from aitp.proving.search.base import (
     Budget,
+    ClosingTactic,
     Critic,
     Search,
     SearchConfig,
@@ -36,6 +37,7 @@ __all__ = [
     "SEARCHES",
     "BestFS",
     "Budget",
+    "ClosingTactic",
     "Critic",
     "Fringe",
     "Search",

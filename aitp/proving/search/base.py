@@ -23,6 +23,18 @@ class TacticSuggestion:
 
     tactic: str
     logprob: float = 0.0
+    timeout: float | None = None  # seconds it may run; None: the search's tactic_timeout
+
+
+@dataclass(frozen=True)
+class ClosingTactic:
+    """A tactic the search tries on a goal before the policy's, as Draft-Sketch-Prove calls a hammer on every
+    open goal: automation that closes a goal outright (`sauto`, `hammer`) is cheap to try and decisive when it
+    works, and the policy's tactics then only have to break a goal into pieces the automation can close."""
+
+    tactic: str
+    timeout: float
+    max_depth: int | None = None  # tried on goals at most this deep (the theorem's goal is depth 0); None: all
 
 
 class TacticPolicy(Protocol):
@@ -57,6 +69,7 @@ class SearchConfig:
     exploration: float = 1.0
     virtual_loss: float = 1.0
     check_proofs: bool = True
+    closing_tactics: tuple[ClosingTactic, ...] = ()
 
 
 @dataclass
@@ -177,15 +190,22 @@ class Search(ABC):
         if node.depth >= self.config.max_depth:
             tree.mark_exhausted(node_id, step)
             return
+        closing = [
+            TacticSuggestion(c.tactic, timeout=c.timeout)
+            for c in self.config.closing_tactics
+            if c.max_depth is None or node.depth <= c.max_depth
+        ]
         tried: set[str] = set()
-        for suggestion in suggested:
+        for suggestion in (*closing, *suggested):
             if suggestion.tactic in tried or node.status is not Status.OPEN:
                 continue
             if self._out_of_time(env.prover_seconds - prover_start, start):
                 break
             tried.add(suggestion.tactic)
-            result = env.run_tactic(node.goal, suggestion.tactic, self.config.tactic_timeout)
-            tree.add_edge(node_id, suggestion.tactic, result, suggestion.logprob, step)
+            wall_left = self.config.budget.wall_seconds - (time.perf_counter() - start)
+            timeout = min(suggestion.timeout or self.config.tactic_timeout, wall_left)
+            result = env.run_tactic(node.goal, suggestion.tactic, timeout)
+            tree.add_edge(node_id, result.replay or suggestion.tactic, result, suggestion.logprob, step)
         tree.mark_exhausted(node_id, step)
 
     def _evaluate(self, tree: ProofTree) -> None:

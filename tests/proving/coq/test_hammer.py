@@ -116,6 +116,42 @@ def test_circular_hammer_proof_is_refused(hammer_env):
         assert not check.ok and "depends on the theorem being proved" in check.message
 
 
+def test_a_hammer_proof_records_its_reconstruction_and_its_premises_are_checked(hammer_env):
+    """What `hammer` proves is recorded as the tactic it reconstructed (it replays without the provers); a
+    reconstruction citing a lemma not stated before the theorem is refused (here the session knows no premises)."""
+    theorem = Theorem("andb_comm", "", "coq", module="Coq.Bool.Bool")
+    hammer_env.set_premises({})
+    result = hammer_env.run_tactic(hammer_env.open(theorem), "hammer")
+    replay = reconstruction(hammer_env.printed)
+    assert replay is not None and result.outcome in ("proved", "error")
+    if use_lemmas(replay):
+        assert result.outcome == "error" and "not stated before the theorem" in result.error
+    else:
+        assert result.outcome == "proved" and result.replay == parse_coq_tactic(replay, automation=True)
+        assert result.replay != "hammer" and hammer_env.check_proof(theorem, ProofStep(result.replay)).ok
+    hammer_env.set_premises({theorem.name: list(use_lemmas(replay))})
+    again = hammer_env.run_tactic(hammer_env.open(theorem), "hammer")
+    assert again.outcome == "proved" and again.replay and "hammer" not in again.replay
+
+
+def test_closing_tactics_are_validated_and_set_hammer_time(tmp_path):
+    from aitp.loop.config import LoopConfig
+
+    closing = [{"tactic": "sauto", "timeout": 2}, {"tactic": "hammer", "timeout": 8, "max_depth": 0}]
+    on = LoopConfig.model_validate(
+        {"environment": {"type": "proving", "automation_tactics": True, "closing_tactics": closing}}
+    )
+    job = on.build_environment(tmp_path).job(None, 1, train=False)
+    assert job.hammer_timeout == 8 and [c.tactic for c in job.closing_tactics] == ["sauto", "hammer"]
+    assert job.closing_tactics[1].max_depth == 0
+    with pytest.raises(ValueError, match="automation_tactics: true"):  # sauto without CoqHammer's session
+        LoopConfig.model_validate({"environment": {"type": "proving", "closing_tactics": closing[:1]}})
+    with pytest.raises(ValueError, match="timeout must be > 0"):
+        LoopConfig.model_validate(
+            {"environment": {"type": "proving", "closing_tactics": [{"tactic": "auto", "timeout": 0}]}}
+        )
+
+
 def test_automation_tactics_config_is_opt_in_coq_only_and_reaches_the_searches(tmp_path):
     from aitp.loop.config import LoopConfig
 

@@ -6,7 +6,7 @@ import pytest
 
 from aitp.errors import BadInputError
 from aitp.proving.env import Theorem
-from aitp.proving.search import SEARCHES, Budget, SearchConfig, make_search
+from aitp.proving.search import SEARCHES, Budget, ClosingTactic, SearchConfig, make_search
 from tests.proving.cases import require
 from tests.proving.toy import ToyEnv, ToyPolicy
 
@@ -46,6 +46,29 @@ def test_budgets_are_the_same_for_every_algorithm(algorithm):
         env, Theorem("toy", "9", "toy"), ToyPolicy()
     )
     assert starved.stop_reason == "budget: prover seconds"
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_closing_tactics_are_tried_first_on_goals_no_deeper_than_their_bound(algorithm):
+    """`close` proves goals <= 1; the policy never suggests it, so only the closing tactic can finish the proof."""
+    env, policy = ToyEnv(), ToyPolicy(order=("split",))
+    plain = SearchConfig(budget=Budget(expansions=30), tactics_per_goal=1)
+    theorem = Theorem("t", "3", "toy")
+    assert not make_search(algorithm, plain).run(env, theorem, policy).proved
+    closing = SearchConfig(
+        budget=Budget(expansions=30), tactics_per_goal=1, closing_tactics=(ClosingTactic("close", 1.0),)
+    )
+    result = make_search(algorithm, closing).run(env, theorem, policy)
+    assert result.proved and result.check.ok
+    for edge in result.tree.edges:  # on every goal expanded, the closing tactic ran before the policy's
+        first = min(e.id for e in result.tree.edges if e.parent == edge.parent)
+        assert result.tree.edges[first].tactic == "close"
+    shallow = SearchConfig(
+        budget=Budget(expansions=30), tactics_per_goal=1, closing_tactics=(ClosingTactic("close", 1.0, max_depth=0),)
+    )
+    result = make_search(algorithm, shallow).run(env, theorem, policy)
+    assert not result.proved
+    assert all(e.tactic != "close" or result.tree.nodes[e.parent].depth == 0 for e in result.tree.edges)
 
 
 def test_dead_end_search_reports_failure():

@@ -15,8 +15,9 @@ before the theorem (`TheoremSet.premises`).
 - `hammer`: CoqHammer's `hammer` (the provers it finds here: E), its ATP limit half the budget;
 - `model`: a registered prover model of the loop (`--model`), searched at its experiment's evaluation settings
   (search, tactics per goal, tactic timeout, CoqHammer's tactics and closing tactics where the experiment had
-  them) but with the budget as its only limit (wall clock and prover seconds; no cap on expansions), `--workers`
-  searches at once sharing the model, after the peers.
+  them) but with the budget as its only limit (wall clock and prover seconds; no cap on expansions; a search
+  that runs out of goals starts again asking for twice the tactics per goal), `--workers` searches at once
+  sharing the model, after the peers.
 
 Prints a markdown table (proved, 95 % Wilson interval, median seconds of the proofs) and every pair's paired
 difference with its bootstrap 95 % interval; writes one JSON line per (theorem, prover) under `--out`.
@@ -132,6 +133,7 @@ def run_model(names: list[str], library: TheoremSet, opts: dict) -> list[Attempt
         tactics_per_goal=p.eval_tactics_per_goal,
         tactic_timeout=p.tactic_timeout,
         closing_tactics=tuple(p.closing_tactics),
+        widen=True,
     )
 
     def session() -> CoqEnv:

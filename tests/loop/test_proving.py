@@ -36,6 +36,7 @@ def test_the_shipped_proving_configs_load():
         ("prove-coq.yaml", "coq"),
         ("prove-coq-control.yaml", "coq"),
         ("prove-coq-generative.yaml", "coq"),
+        ("prove-coq-closing.yaml", "coq"),
         ("prove-hol.yaml", "hol-light"),
     ):
         path = REPO / "configs" / name
@@ -50,6 +51,17 @@ def test_the_shipped_proving_configs_load():
         assert config.environment.learn == (name != "prove-coq-control.yaml")  # the control learns nothing
         recorded = config.model_dump(mode="json")
         assert "tasks" not in recorded and LoopConfig.model_validate(recorded) == config  # the record reloads
+
+
+def test_the_closing_config_is_prove_coq_with_coqhammer_and_sauto_closing():
+    plain = load_config(LoopConfig, REPO / "configs" / "prove-coq.yaml").model_dump()
+    closing = load_config(LoopConfig, REPO / "configs" / "prove-coq-closing.yaml").model_dump()
+    for config in (plain, closing):
+        config.pop("experiment"), config.pop("iterations")
+    assert closing["environment"].pop("automation_tactics") and not plain["environment"].pop("automation_tactics")
+    assert closing["environment"].pop("closing_tactics") == [{"tactic": "sauto", "timeout": 2.0, "max_depth": None}]
+    plain["environment"].pop("closing_tactics")
+    assert closing == plain
 
 
 def test_reasoning_keys_are_refused_for_proving_and_proving_keys_for_reasoning(tmp_path):

@@ -16,6 +16,8 @@ from typing import ClassVar, Protocol
 from aitp.proving.env import CheckResult, Goal, ProofStep, ProverEnv, Theorem
 from aitp.proving.search.tree import ProofTree, Status
 
+MAX_WIDTH = 256  # tactics per goal a widening search asks for at most
+
 
 @dataclass(frozen=True)
 class TacticSuggestion:
@@ -70,6 +72,7 @@ class SearchConfig:
     virtual_loss: float = 1.0
     check_proofs: bool = True
     closing_tactics: tuple[ClosingTactic, ...] = ()
+    widen: bool = False  # out of goals with budget left: start again with twice the tactics per goal (see run)
 
 
 @dataclass
@@ -125,37 +128,24 @@ class Search(ABC):
         """Start a new attempt."""
 
     def run(self, env: ProverEnv, theorem: Theorem, policy: TacticPolicy) -> SearchResult:
-        """Search for a proof of `theorem` within the budget; the proof is re-checked by the prover."""
-        cfg, budget = self.config, self.config.budget
+        """Search for a proof of `theorem` within the budget; the proof is re-checked by the prover.
+
+        With `widen`, a search that runs out of goals while budget is left starts again on a fresh tree asking for
+        twice as many tactics per goal (the budget spent so far counts), until it proves the theorem, spends the
+        budget, or the policy offers no more tactics for a goal than the attempt before; the result is the last
+        attempt's tree.
+        """
+        cfg = self.config
         start, prover_start = time.perf_counter(), env.prover_seconds
-        tree = ProofTree(env.open(theorem))
-        self._evaluate(tree)
-        self.reset(tree)
-        step = calls = 0
-        stop = ""
-        while not stop:
-            if tree.proved:
-                stop = "proved"
+        width, step, calls, offered = cfg.tactics_per_goal, 0, 0, 0
+        while True:
+            tree, stop, step, calls, widest = self._attempt(
+                env, theorem, policy, width, step, calls, start, prover_start
+            )
+            spent = stop == "proved" or stop.startswith("budget")
+            if not cfg.widen or spent or widest <= offered or width >= MAX_WIDTH:
                 break
-            stop = self._out_of_budget(step, env.prover_seconds - prover_start, start)
-            if stop:
-                break
-            batch = self.select(tree, min(cfg.batch_size, budget.expansions - step))
-            if not batch:
-                tree.resolve_cycles()
-                stop = "failed" if tree.failed else "no goals left"
-                break
-            suggestions = policy.suggest([tree.nodes[i].goal for i in batch], cfg.tactics_per_goal)
-            calls += 1
-            expanded = []
-            for node_id, suggested in zip(batch, suggestions):
-                if tree.proved or self._out_of_budget(step, env.prover_seconds - prover_start, start):
-                    break
-                self._expand(env, tree, node_id, suggested, step, prover_start, start)
-                expanded.append(node_id)
-                step += 1
-            self._evaluate(tree)
-            self.update(tree, expanded)
+            width, offered = 2 * width, widest
         proof = tree.extract_proof()
         check = env.check_proof(theorem, proof) if proof is not None and cfg.check_proofs else None
         return SearchResult(
@@ -171,6 +161,50 @@ class Search(ABC):
             policy_calls=calls,
             stop_reason=stop,
         )
+
+    def _attempt(
+        self,
+        env: ProverEnv,
+        theorem: Theorem,
+        policy: TacticPolicy,
+        width: int,
+        step: int,
+        calls: int,
+        start: float,
+        prover_start: float,
+    ) -> tuple[ProofTree, str, int, int, int]:
+        """One tree searched at `width` tactics per goal from the budget left: the tree, why it stopped, the steps and
+        policy calls so far, and the most tactics the policy offered for one goal."""
+        budget = self.config.budget
+        tree = ProofTree(env.open(theorem))
+        self._evaluate(tree)
+        self.reset(tree)
+        stop, widest = "", 0
+        while not stop:
+            if tree.proved:
+                stop = "proved"
+                break
+            stop = self._out_of_budget(step, env.prover_seconds - prover_start, start)
+            if stop:
+                break
+            batch = self.select(tree, min(self.config.batch_size, budget.expansions - step))
+            if not batch:
+                tree.resolve_cycles()
+                stop = "failed" if tree.failed else "no goals left"
+                break
+            suggestions = policy.suggest([tree.nodes[i].goal for i in batch], width)
+            calls += 1
+            widest = max([widest, *(len(s) for s in suggestions)])
+            expanded = []
+            for node_id, suggested in zip(batch, suggestions):
+                if tree.proved or self._out_of_budget(step, env.prover_seconds - prover_start, start):
+                    break
+                self._expand(env, tree, node_id, suggested, step, prover_start, start)
+                expanded.append(node_id)
+                step += 1
+            self._evaluate(tree)
+            self.update(tree, expanded)
+        return tree, stop, step, calls, widest
 
     def _out_of_budget(self, step: int, prover_seconds: float, start: float) -> str:
         if step >= self.config.budget.expansions:

@@ -71,6 +71,25 @@ def test_closing_tactics_are_tried_first_on_goals_no_deeper_than_their_bound(alg
     assert all(e.tactic != "close" or result.tree.nodes[e.parent].depth == 0 for e in result.tree.edges)
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_widening_search_asks_for_more_tactics_once_it_runs_out_of_goals(algorithm):
+    """At one tactic a goal the policy only ever splits; widened to two it also closes, and the proof is found."""
+    env, theorem = ToyEnv(), Theorem("t", "2", "toy")
+    narrow = SearchConfig(budget=Budget(expansions=200), tactics_per_goal=1)
+    assert not make_search(algorithm, narrow).run(env, theorem, ToyPolicy(order=("split", "close"))).proved
+    widening = SearchConfig(budget=Budget(expansions=200), tactics_per_goal=1, widen=True)
+    policy = ToyPolicy(order=("split", "close"))
+    result = make_search(algorithm, widening).run(env, theorem, policy)
+    assert result.proved and result.check.ok and result.policy_calls == len(policy.batches)
+    splits_only = ToyPolicy(order=("split",))  # offers one tactic however many are asked for: no second attempt
+    stuck = make_search(algorithm, widening).run(env, theorem, splits_only)
+    assert not stuck.proved and stuck.stop_reason in ("failed", "no goals left")
+    assert (
+        stuck.policy_calls
+        == make_search(algorithm, narrow).run(env, theorem, ToyPolicy(order=("split",))).policy_calls * 2
+    )
+
+
 def test_dead_end_search_reports_failure():
     env, policy = ToyEnv(), ToyPolicy(order=("loop", "up"))
     result = make_search("bfs", SearchConfig(budget=Budget(expansions=3))).run(env, Theorem("t", "3", "toy"), policy)

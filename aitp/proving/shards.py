@@ -48,7 +48,7 @@ class SearchJob:
     searches: int = 1  # searches at once in this worker, sharing one batched tactic model
     automation: bool = False  # CoqHammer's tactics in the candidates, and sessions that load CoqHammer
     closing_tactics: tuple[ClosingTactic, ...] = ()  # tried on every goal before the model's
-    hammer_timeout: float = 8.0  # seconds `hammer` runs in the sessions (its provers get half)
+    hammer_timeout: float | None = None  # seconds `hammer` runs (its provers get half); None: tactic_timeout
 
 
 def job_library(job: SearchJob) -> TheoremSet:

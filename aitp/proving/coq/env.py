@@ -22,9 +22,8 @@ rejected: `auto` must not prove a lemma by applying the lemma.
 the allowlist then accepts; without it they are refused in one line naming the fix. The external provers
 `hammer` calls get half of the session's `hammer_timeout` (`hammer.session_sentences`), and a goal it
 proves records its reconstruction (`TacticResult.replay`), refused when that cites a lemma not stated
-before the theorem. It is opt-in:
-loading CoqHammer slows every session's start and pulls ZArith and Program into every state, which would
-change what the existing searches see.
+before the theorem. It is opt-in: loading CoqHammer slows every session's start and pulls ZArith and
+Program into every state, which would change what the existing searches see.
 """
 
 from __future__ import annotations
@@ -95,12 +94,12 @@ class CoqEnv(ProverEnv):
         max_goal_chars: int = 4000,
         check_dependencies: bool = True,
         automation: bool = False,
-        hammer_timeout: float = 8.0,
+        hammer_timeout: float | None = None,
     ) -> None:
         super().__init__(tactic_timeout, max_goal_chars)
         self.check_dependencies = check_dependencies
         self.automation = automation
-        self.hammer_timeout = hammer_timeout
+        self.hammer_timeout = hammer_timeout or tactic_timeout  # what `hammer` is given (its provers get half)
         self.printed: list[str] = []  # what Coq printed while running the last tactic (hammer's reconstruction)
         ok, why = coq_available()
         if not ok:

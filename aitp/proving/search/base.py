@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
-from aitp.proving.env import CheckResult, Goal, ProofStep, ProverEnv, Theorem
+from aitp.proving.env import CheckResult, Goal, ProofStep, ProverEnv, TacticResult, Theorem
 from aitp.proving.search.tree import ProofTree, Status
 
 MAX_WIDTH = 256  # tactics per goal a widening search asks for at most
@@ -133,14 +133,17 @@ class Search(ABC):
         With `widen`, a search that runs out of goals while budget is left starts again on a fresh tree asking for
         twice as many tactics per goal (the budget spent so far counts), until it proves the theorem, spends the
         budget, or the policy offers no more tactics for a goal than the attempt before; the result is the last
-        attempt's tree.
+        attempt's tree. A widening search runs a tactic on a goal text once: a later attempt (or another node with
+        the same goal) reuses the result, since a goal's handle reaches it again whatever path found it, so the
+        budget goes to the tactics not tried yet rather than to repeating the closing tactics' failures.
         """
         cfg = self.config
         start, prover_start = time.perf_counter(), env.prover_seconds
         width, step, calls, offered = cfg.tactics_per_goal, 0, 0, 0
+        seen: dict[tuple[str, str], TacticResult] | None = {} if cfg.widen else None
         while True:
             tree, stop, step, calls, widest = self._attempt(
-                env, theorem, policy, width, step, calls, start, prover_start
+                env, theorem, policy, width, step, calls, start, prover_start, seen
             )
             spent = stop == "proved" or stop.startswith("budget")
             if not cfg.widen or spent or widest <= offered or width >= MAX_WIDTH:
@@ -172,9 +175,11 @@ class Search(ABC):
         calls: int,
         start: float,
         prover_start: float,
+        seen: dict[tuple[str, str], TacticResult] | None,
     ) -> tuple[ProofTree, str, int, int, int]:
         """One tree searched at `width` tactics per goal from the budget left: the tree, why it stopped, the steps and
-        policy calls so far, and the most tactics the policy offered for one goal."""
+        policy calls so far, and the most tactics the policy offered for one goal (`seen`: results by goal text and
+        tactic to reuse and extend, or None)."""
         budget = self.config.budget
         tree = ProofTree(env.open(theorem))
         self._evaluate(tree)
@@ -199,7 +204,7 @@ class Search(ABC):
             for node_id, suggested in zip(batch, suggestions):
                 if tree.proved or self._out_of_budget(step, env.prover_seconds - prover_start, start):
                     break
-                self._expand(env, tree, node_id, suggested, step, prover_start, start)
+                self._expand(env, tree, node_id, suggested, step, prover_start, start, seen)
                 expanded.append(node_id)
                 step += 1
             self._evaluate(tree)
@@ -219,7 +224,7 @@ class Search(ABC):
             return "budget: wall seconds"
         return ""
 
-    def _expand(self, env, tree, node_id, suggested, step, prover_start, start) -> None:
+    def _expand(self, env, tree, node_id, suggested, step, prover_start, start, seen) -> None:
         node = tree.nodes[node_id]
         if node.depth >= self.config.max_depth:
             tree.mark_exhausted(node_id, step)
@@ -236,9 +241,14 @@ class Search(ABC):
             if self._out_of_time(env.prover_seconds - prover_start, start):
                 break
             tried.add(suggestion.tactic)
-            wall_left = self.config.budget.wall_seconds - (time.perf_counter() - start)
-            timeout = min(suggestion.timeout or self.config.tactic_timeout, wall_left)
-            result = env.run_tactic(node.goal, suggestion.tactic, timeout)
+            key = (node.goal.text, suggestion.tactic)
+            result = seen.get(key) if seen is not None else None
+            if result is None:
+                wall_left = self.config.budget.wall_seconds - (time.perf_counter() - start)
+                timeout = min(suggestion.timeout or self.config.tactic_timeout, wall_left)
+                result = env.run_tactic(node.goal, suggestion.tactic, timeout)
+                if seen is not None:
+                    seen[key] = result
             tree.add_edge(node_id, result.replay or suggestion.tactic, result, suggestion.logprob, step)
         tree.mark_exhausted(node_id, step)
 

@@ -90,6 +90,30 @@ def test_a_widening_search_asks_for_more_tactics_once_it_runs_out_of_goals(algor
     )
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_widening_search_runs_a_tactic_on_a_goal_once(algorithm):
+    """A later, wider attempt reuses what the earlier ones ran: the prover sees each (goal, tactic) pair once."""
+
+    class CountingEnv(ToyEnv):
+        def __init__(self) -> None:
+            super().__init__()
+            self.runs: list[tuple[str, str]] = []
+
+        def run_tactic(self, goal, tactic, timeout=None):
+            self.runs.append((goal.text, tactic))
+            return super().run_tactic(goal, tactic, timeout)
+
+    env, theorem = CountingEnv(), Theorem("t", "2", "toy")
+    widening = SearchConfig(
+        budget=Budget(expansions=200), tactics_per_goal=1, widen=True, closing_tactics=(ClosingTactic("down", 1.0, max_depth=0),)
+    )
+    result = make_search(algorithm, widening).run(env, theorem, ToyPolicy(order=("split", "close")))
+    assert result.proved and result.check.ok
+    assert len(env.runs) == len(set(env.runs))
+    assert any(e.tactic == "down" for e in result.tree.edges)  # the last tree holds the root's reused edges
+    assert result.policy_calls >= 2  # it did widen
+
+
 def test_dead_end_search_reports_failure():
     env, policy = ToyEnv(), ToyPolicy(order=("loop", "up"))
     result = make_search("bfs", SearchConfig(budget=Budget(expansions=3))).run(env, Theorem("t", "3", "toy"), policy)

@@ -1,7 +1,7 @@
 """The provers a user would pick instead of the learned one, on the loop's own evaluation set, at one wall-clock budget.
 
     python benchmarks/prove_peers.py --split valid --limit 200 --budget 20 --provers coq-auto,sauto,hammer \
-        [--model HOME:EXPERIMENT[:ALIAS]] [--workers N] [--out DIR]
+        [--model HOME:EXPERIMENT[:ALIAS|:VERSION]]... [--workers N] [--out DIR]
 
 The theorems are the first `--limit` of the split of the Coq loop's theorem set (`configs/prove-coq.yaml`), in set
 order, each stated in its own library context by `CoqEnv.open` (the lemma itself hidden from the hint databases).
@@ -13,11 +13,13 @@ before the theorem (`TheoremSet.premises`).
 - `coq-auto`: Coq's own automation, `auto`, `eauto`, `lia`, `intuition`, `firstorder`, `intros; lia` in turn;
 - `sauto`: CoqHammer's own proof search, no external prover;
 - `hammer`: CoqHammer's `hammer` (the provers it finds here: E), its ATP limit half the budget;
-- `model`: a registered prover model of the loop (`--model`), searched at its experiment's evaluation settings
+- each `--model`, named `EXPERIMENT:ALIAS` or `EXPERIMENT:VERSION` in the table: a registered prover model of a
+  loop (its champion unless an alias or version is named: version 1 of a loop that starts untrained is the
+  untrained models), searched at its experiment's evaluation settings
   (search, tactics per goal, tactic timeout, CoqHammer's tactics and closing tactics where the experiment had
   them) but with the budget as its only limit (wall clock and prover seconds; no cap on expansions; a search
   that runs out of goals starts again asking for twice the tactics per goal), `--workers` searches at once
-  sharing the model, after the peers.
+  sharing the model, after the peers, one model after another.
 
 Prints a markdown table (proved, 95 % Wilson interval, median seconds of the proofs) and every pair's paired
 difference with its bootstrap 95 % interval; writes one JSON line per (theorem, prover) under `--out`.
@@ -113,7 +115,7 @@ def run_task(task: tuple[str, list[str], dict]) -> list[Attempt]:
     return out
 
 
-def run_model(names: list[str], library: TheoremSet, opts: dict) -> list[Attempt]:
+def run_model(names: list[str], library: TheoremSet, opts: dict, label: str) -> list[Attempt]:
     """The registered prover model's search at its experiment's evaluation settings, the budget as its time limit.
 
     `searches` searches run at once sharing one batched tactic model (`aitp.proving.search.concurrent`), as the loop's
@@ -151,10 +153,11 @@ def run_model(names: list[str], library: TheoremSet, opts: dict) -> list[Attempt
         r["theorem_id"].split(":", 1)[1]: r["proof_text"] for r in outcome.rows.get("proofs", []) if r["verified"]
     }
     print(
-        f"model: {figures.theorems_per_minute:.1f} theorems/min, model busy {figures.model_busy_share:.0%}", flush=True
+        f"{label}: {figures.theorems_per_minute:.1f} theorems/min, model busy {figures.model_busy_share:.0%}",
+        flush=True,
     )
     return [
-        Attempt(a.theorem, "model", a.proved, a.wall_seconds, proofs.get(a.theorem, ""), "proved" if a.proved else "")
+        Attempt(a.theorem, label, a.proved, a.wall_seconds, proofs.get(a.theorem, ""), "proved" if a.proved else "")
         for a in outcome.attempts
     ]
 
@@ -168,15 +171,17 @@ def warm_up(policy, searches: int, tactics: int) -> None:
         policy.suggest([Goal("⊢ forall n : nat, n + 0 = n", "warm-up")] * batch, tactics)
 
 
-def model_under_test(spec: str) -> tuple[str, ProvingConfig]:
-    """The checkpoint directory of a registered model, from HOME:EXPERIMENT[:ALIAS] (alias default champion),
-    and the proving settings its experiment evaluated with (search, budgets, tactic timeout, CoqHammer)."""
+def model_under_test(spec: str) -> tuple[str, str, ProvingConfig]:
+    """The table's name and checkpoint directory of a registered model, from HOME:EXPERIMENT[:ALIAS|:VERSION]
+    (default the champion), and the proving settings its experiment evaluated with (search, budgets, tactic
+    timeout, CoqHammer)."""
     from aitp.loop.experiment import resume_config
     from aitp.registry.promotion import require_version
     from aitp.registry.store import Registry
 
     home, experiment, *alias = spec.split(":")
-    mv = require_version(Registry(home), experiment, alias[0] if alias else "champion")
+    ref = alias[0] if alias else "champion"
+    mv = require_version(Registry(home), experiment, ref)
     if not mv.checkpoint or not Path(mv.checkpoint).is_dir():
         raise SystemExit(
             f"error: model {spec} has no local checkpoint ({mv.checkpoint!r}): run on the machine that trained it"
@@ -184,7 +189,7 @@ def model_under_test(spec: str) -> tuple[str, ProvingConfig]:
     world = resume_config(Path(home), experiment).environment
     if world.type != "proving":
         raise SystemExit(f"error: experiment {experiment} is not a proving loop: name a proving experiment's model")
-    return mv.checkpoint, world
+    return f"{experiment}:{ref}", mv.checkpoint, world
 
 
 def table(attempts: list[Attempt], provers: list[str], theorems: list[str], budget: float) -> str:
@@ -224,7 +229,12 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=200, help="the first N theorems of the split, in set order")
     parser.add_argument("--budget", type=float, default=20.0, help="wall-clock seconds per theorem, every prover")
     parser.add_argument("--provers", default="coq-auto,sauto,hammer", help="comma-separated: coq-auto,sauto,hammer")
-    parser.add_argument("--model", default=None, help="HOME:EXPERIMENT[:ALIAS]: also a registered prover model")
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="HOME:EXPERIMENT[:ALIAS|:VERSION]: also a registered prover model (repeatable)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="processes, one prover session each")
     parser.add_argument("--home", default=None, help="aitp home holding the theorem set cache (default ./data)")
     parser.add_argument("--out", type=Path, default=None, help="write attempts.jsonl and table.md here")
@@ -233,6 +243,7 @@ def main() -> None:
     unknown = [p for p in provers if p not in PEER_TACTICS]
     if unknown:
         raise SystemExit(f"error: unknown prover {unknown[0]}: choose from {', '.join(PEER_TACTICS)}")
+    models = [model_under_test(spec) for spec in args.model]  # every spec refused before any prover runs
     from aitp.proving.data.theorems import load_theorem_set
 
     theorem_set = loop_proving("coq").theorem_set_name
@@ -248,18 +259,26 @@ def main() -> None:
                 f"{len(attempts)}/{len(theorems) * len(provers)} attempts, {time.perf_counter() - start:.0f} s",
                 flush=True,
             )
-    if args.model:  # after the peers, so it has the same cores to itself
-        checkpoint, proving = model_under_test(args.model)
+    save_attempts(args.out, attempts, theorems)
+    for label, checkpoint, proving in models:  # after the peers, so each has the same cores to itself
         model_opts = opts | {"checkpoint": checkpoint, "proving": proving, "searches": args.workers}
-        attempts.extend(run_model(theorems, library, model_opts))
-        provers.append("model")
+        attempts.extend(run_model(theorems, library, model_opts, label))
+        provers.append(label)
+        save_attempts(args.out, attempts, theorems)
     report = table(attempts, provers, theorems, args.budget)
     print(report)
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        rows = sorted(attempts, key=lambda a: (theorems.index(a.theorem), a.prover))
-        (args.out / "attempts.jsonl").write_text("".join(json.dumps(asdict(a)) + "\n" for a in rows))
         (args.out / "table.md").write_text(report + "\n")
+
+
+def save_attempts(out: Path | None, attempts: list[Attempt], theorems: list[str]) -> None:
+    """Write every attempt so far under `out` (after the peers and after each model), so a run stopped during a
+    later model keeps what the earlier provers measured."""
+    if out is None:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    rows = sorted(attempts, key=lambda a: (theorems.index(a.theorem), a.prover))
+    (out / "attempts.jsonl").write_text("".join(json.dumps(asdict(a)) + "\n" for a in rows))
 
 
 if __name__ == "__main__":

@@ -105,7 +105,10 @@ def test_a_widening_search_runs_a_tactic_on_a_goal_once(algorithm):
 
     env, theorem = CountingEnv(), Theorem("t", "2", "toy")
     widening = SearchConfig(
-        budget=Budget(expansions=200), tactics_per_goal=1, widen=True, closing_tactics=(ClosingTactic("down", 1.0, max_depth=0),)
+        budget=Budget(expansions=200),
+        tactics_per_goal=1,
+        widen=True,
+        closing_tactics=(ClosingTactic("down", 1.0, max_depth=0),),
     )
     result = make_search(algorithm, widening).run(env, theorem, ToyPolicy(order=("split", "close")))
     assert result.proved and result.check.ok

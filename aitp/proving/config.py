@@ -108,9 +108,11 @@ class ProvingConfig(BaseModel):
     (fine-tuned each iteration on the re-checked train proofs, from its base, gated on the valid split alike)."""
     generator: GeneratorConfig | None = None
     """The generative model's settings (tactic_policy: generative only; None there means the defaults)."""
-    first_champion: Literal["untrained", "trained"] = "untrained"
+    first_champion: Literal["untrained", "trained", "human_steps"] = "untrained"
     """untrained: iteration 0 registers and evaluates the untrained models (no search, no training), so every
-    gain is measured from the untrained start; trained: iteration 0 searches a slice and trains like the rest."""
+    gain is measured from the untrained start; trained: iteration 0 searches a slice and trains like the rest;
+    human_steps: iteration 0 fine-tunes the generator on the library's human proof steps alone (no search, the
+    rankers untrained), the supervised warm start as first champion, to set beside the untrained models."""
     critic: Literal["constant", "length", "learned"] | None = None
     """The goal critic of the searches that use one (htps, updown, fringe; bestfs breaks ties with it): learned is
     the champion's trained critic (trained from the traces each iteration; the search's default while the models
@@ -209,6 +211,11 @@ class ProvingConfig(BaseModel):
             self.generator = GeneratorConfig()
         if self.generator is not None and self.generator.human_steps and not self.learn:
             raise ValueError("generator.human_steps trains the generator: remove it or set environment.learn: true")
+        if self.first_champion == "human_steps" and (self.generator is None or not self.generator.human_steps):
+            raise ValueError(
+                "first_champion: human_steps fine-tunes the generator on the human proof steps: set "
+                "environment.tactic_policy: generative and environment.generator.human_steps: true"
+            )
         return self
 
 

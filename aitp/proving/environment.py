@@ -90,12 +90,13 @@ class ProverEnvironment:
         )
 
     @property
-    def starts_untrained(self) -> bool:
-        """Whether iteration 0 only registers the untrained models (the first champion every gain is measured from)."""
-        return self.proving.first_champion == "untrained"
+    def starts_without_search(self) -> bool:
+        """Whether iteration 0 registers a first champion without searching: the untrained models, or the generator
+        fine-tuned on the human proof steps alone (the first champion every gain is measured from)."""
+        return self.proving.first_champion != "trained"
 
     def acts(self, iteration: int) -> bool:
-        return iteration > 0 or not self.starts_untrained
+        return iteration > 0 or not self.starts_without_search
 
     def trains_on_nodes(self, iteration: int) -> bool:
         """The prover's models train in the flow's process (or the user's train_command): never across nodes."""
@@ -115,7 +116,7 @@ class ProverEnvironment:
 
         if not self.acts(iteration):
             return []
-        index = iteration - 1 if self.starts_untrained else iteration  # the first searching iteration: slice 0
+        index = iteration - 1 if self.starts_without_search else iteration  # the first searching iteration: slice 0
         return train_slice(self.library, index, self.proving.train_slice, self.loop.seed)
 
     def item_rows(self, items: Sequence[Theorem]) -> list[dict[str, Any]]:
@@ -203,16 +204,20 @@ class ProverEnvironment:
     ) -> Path:
         """The shortest re-checked proof per train theorem so far (SQL), then the rankers refitted on them.
 
-        An iteration that does not search (iteration 0 of an untrained start) saves the untrained models.
+        An iteration that does not search (iteration 0 of a start without search) saves the untrained models, their
+        generator fine-tuned on the human proof steps alone where the first champion is that warm start.
         """
-        from aitp.proving.data.training_data import select_training_data
+        from aitp.proving.data.training_data import TrainingData, select_training_data
         from aitp.proving.models.prover_models import ProverModels
         from aitp.proving.models.training import train_prover_models
 
         if not self.acts(iteration):
-            untrained = ProverModels.untrained(self.proving.backend, self.library)
-            untrained.record = {"untrained": True, "seed": self.loop.seed}
-            return self._save(untrained, None, out)
+            first = ProverModels.untrained(self.proving.backend, self.library)
+            if self.proving.first_champion == "human_steps":
+                first.record = {"untrained": False, "warm_start": "human_steps", "seed": self.loop.seed}
+                return self._save(first, TrainingData([], [], [], []), out)  # _save adds the human steps
+            first.record = {"untrained": True, "seed": self.loop.seed}
+            return self._save(first, None, out)
         if self.proving.train_command:
             return self._train_externally(home, experiment, iteration, out)
         min_visits = self.proving.critic_min_visits if self.proving.critic == "learned" else None

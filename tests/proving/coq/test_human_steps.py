@@ -185,3 +185,32 @@ def test_the_generator_learns_the_allowlisted_train_steps_and_a_home_without_the
     with pytest.raises(MissingHumanStepsError, match="aitp prove-steps --home"):
         config.build_environment(tmp_path)  # refused before anything runs
     assert len(config.build_environment(lake)._human_steps()) == len(examples)
+
+
+def test_the_human_steps_alone_make_iteration_0s_first_champion(lake, tmp_path):
+    """`first_champion: human_steps`: iteration 0 searches nothing and fine-tunes the generator on the human steps
+    alone, the supervised warm start a user sets beside the untrained models; it needs the steps turned on."""
+    from aitp.checkpoints import read_record
+    from aitp.loop.config import LoopConfig
+    from aitp.proving.data.training_data import human_step_examples
+    from aitp.proving.models.prover_models import load_prover_models
+    from tests.loop.test_proving import PROVE
+
+    generator = {"human_steps": True, "steps": 2, "batch_size": 2}
+    proving = {
+        **PROVE["environment"],
+        "theorems": str(lake / "mixed.jsonl"),
+        "tactic_policy": "generative",
+        "generator": generator,
+        "first_champion": "human_steps",
+    }
+    env = LoopConfig.model_validate({**PROVE, "environment": proving}).build_environment(lake)
+    assert not env.acts(0) and list(env.items(0)) == [] and env.acts(1)
+    out = env.train(lake, "h", 0, None, tmp_path / "iter-000")
+    models = load_prover_models(out, env.library)
+    assert models.record["warm_start"] == "human_steps" and not models.record["untrained"]
+    counts = read_record(models.generator)["meta"]["data"]
+    assert counts["proofs"] == 0 and counts["tactic_examples"] == len(human_step_examples(lake)) > 0
+    without_steps = {**proving, "generator": {**generator, "human_steps": False}}
+    with pytest.raises(ValueError, match="generator.human_steps: true"):
+        LoopConfig.model_validate({**PROVE, "environment": without_steps})

@@ -28,7 +28,6 @@ difference with its bootstrap 95 % interval; writes one JSON line per (theorem, 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -38,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from aitp.atomic import publish_jsonl
 from aitp.paired import paired_bootstrap, wilson
 from aitp.proving.config import ProvingConfig, loop_proving
 from aitp.proving.coq.hammer import outside_premises, reconstruction
@@ -278,7 +278,7 @@ def save_attempts(out: Path | None, attempts: list[Attempt], theorems: list[str]
         return
     out.mkdir(parents=True, exist_ok=True)
     rows = sorted(attempts, key=lambda a: (theorems.index(a.theorem), a.prover))
-    (out / "attempts.jsonl").write_text("".join(json.dumps(asdict(a)) + "\n" for a in rows))
+    publish_jsonl(out / "attempts.jsonl", (asdict(a) for a in rows))  # whole or not at all, if stopped mid-write
 
 
 if __name__ == "__main__":

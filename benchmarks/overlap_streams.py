@@ -1,7 +1,7 @@
 """Whether sampling and training overlap on one GPU: two threads of one process against two processes, one run.
 
     python benchmarks/overlap_streams.py [--policy smollm2] [--train-steps 30] [--batch 16] [--seq 512] \
-        [--prompts 256] [--max-tokens 128] [--device cuda]
+        [--prompts 256] [--max-tokens 128] [--memory-share 0.4] [--device cuda]
 
 `rollouts.overlap` samples the next iteration in a Dask worker process while the flow's process trains. On one
 H200 that gave 0.91x the wall time of the same loop without overlap, where its stage times allow about 0.6x: the
@@ -36,6 +36,10 @@ def workloads(args: argparse.Namespace) -> tuple[Callable[[], None], Callable[[]
     from aitp.reasoning.items import generate_items
     from aitp.reasoning.prompt import build_messages
 
+    if args.device.startswith("cuda"):  # the engine would size itself to the whole free card, leaving no room to train
+        from aitp.policies.fast.engine import limit_memory_share
+
+        limit_memory_share(args.memory_share)
     policy = load_policy(args.policy, device=args.device)
     prompts = [build_messages(i) for i in generate_items("basic_arithmetic", args.prompts, seed=0, split="eval")]
     params = SamplingParams(n=1, temperature=1.0, max_tokens=args.max_tokens)
@@ -126,6 +130,7 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--prompts", type=int, default=256)
     parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--memory-share", type=float, default=0.4, help="card share per decoder")
     args = parser.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("error: no CUDA device here: pass --device cpu for a smoke run")

@@ -4,8 +4,8 @@
         [--prompts 256] [--max-tokens 128] [--memory-share 0.4] [--device cuda]
 
 `rollouts.overlap` samples the next iteration in a Dask worker process while the flow's process trains. On one
-H200 that gave 0.91x the wall time of the same loop without overlap, where its stage times allow about 0.6x: the
-card time-slices two CUDA contexts, so the kernels of the two processes never run at the same time. The route on
+card that hides far less than the stage times allow (`results/2026-11-29-gpu-overlap.md`): the card time-slices
+two CUDA contexts, so the kernels of the two processes do not run at the same time. The route on
 one card is one context: the sampler as a thread of the training process, its kernels on a stream of its own.
 This measures that before the loop is built around it, with the same two workloads (the fast decoder sampling
 reasoning-gym prompts; AdamW steps on a copy of the same model, bf16 autocast over fp32 weights, as the trainer

@@ -76,6 +76,18 @@ class SearchConfig:
 
 
 @dataclass
+class _Spent:
+    """What one run of a search has spent so far, across its widening attempts, and the tactic results it may
+    reuse (`seen`, by goal text and tactic; None when the search does not widen)."""
+
+    start: float
+    prover_start: float
+    seen: dict[tuple[str, str], TacticResult] | None
+    steps: int = 0
+    calls: int = 0
+
+
+@dataclass
 class SearchResult:
     """One proof attempt: the tree, the proof if any, its check, and what it cost."""
 
@@ -138,15 +150,12 @@ class Search(ABC):
         budget goes to the tactics not tried yet rather than to repeating the closing tactics' failures.
         """
         cfg = self.config
-        start, prover_start = time.perf_counter(), env.prover_seconds
-        width, step, calls, offered = cfg.tactics_per_goal, 0, 0, 0
-        seen: dict[tuple[str, str], TacticResult] | None = {} if cfg.widen else None
+        spent = _Spent(time.perf_counter(), env.prover_seconds, {} if cfg.widen else None)
+        width, offered = cfg.tactics_per_goal, 0
         while True:
-            tree, stop, step, calls, widest = self._attempt(
-                env, theorem, policy, width, step, calls, start, prover_start, seen
-            )
-            spent = stop == "proved" or stop.startswith("budget")
-            if not cfg.widen or spent or widest <= offered or width >= MAX_WIDTH:
+            tree, stop, widest = self._attempt(env, theorem, policy, width, spent)
+            done = stop == "proved" or stop.startswith("budget")
+            if not cfg.widen or done or widest <= offered or width >= MAX_WIDTH:
                 break
             width, offered = 2 * width, widest
         proof = tree.extract_proof()
@@ -158,28 +167,18 @@ class Search(ABC):
             proof=proof,
             proof_text=env.render_proof(proof) if proof is not None else "",
             check=check,
-            expansions=step,
-            prover_seconds=env.prover_seconds - prover_start,
-            wall_seconds=time.perf_counter() - start,
-            policy_calls=calls,
+            expansions=spent.steps,
+            prover_seconds=env.prover_seconds - spent.prover_start,
+            wall_seconds=time.perf_counter() - spent.start,
+            policy_calls=spent.calls,
             stop_reason=stop,
         )
 
     def _attempt(
-        self,
-        env: ProverEnv,
-        theorem: Theorem,
-        policy: TacticPolicy,
-        width: int,
-        step: int,
-        calls: int,
-        start: float,
-        prover_start: float,
-        seen: dict[tuple[str, str], TacticResult] | None,
-    ) -> tuple[ProofTree, str, int, int, int]:
-        """One tree searched at `width` tactics per goal from the budget left: the tree, why it stopped, the steps and
-        policy calls so far, and the most tactics the policy offered for one goal (`seen`: results by goal text and
-        tactic to reuse and extend, or None)."""
+        self, env: ProverEnv, theorem: Theorem, policy: TacticPolicy, width: int, spent: _Spent
+    ) -> tuple[ProofTree, str, int]:
+        """One tree searched at `width` tactics per goal from the budget left (counted into `spent`): the tree, why
+        it stopped, and the most tactics the policy offered for one goal."""
         budget = self.config.budget
         tree = ProofTree(env.open(theorem))
         self._evaluate(tree)
@@ -189,43 +188,46 @@ class Search(ABC):
             if tree.proved:
                 stop = "proved"
                 break
-            stop = self._out_of_budget(step, env.prover_seconds - prover_start, start)
+            stop = self._out_of_budget(env, spent)
             if stop:
                 break
-            batch = self.select(tree, min(self.config.batch_size, budget.expansions - step))
+            batch = self.select(tree, min(self.config.batch_size, budget.expansions - spent.steps))
             if not batch:
                 tree.resolve_cycles()
                 stop = "failed" if tree.failed else "no goals left"
                 break
             suggestions = policy.suggest([tree.nodes[i].goal for i in batch], width)
-            calls += 1
+            spent.calls += 1
             widest = max([widest, *(len(s) for s in suggestions)])
             expanded = []
             for node_id, suggested in zip(batch, suggestions):
-                if tree.proved or self._out_of_budget(step, env.prover_seconds - prover_start, start):
+                if tree.proved or self._out_of_budget(env, spent):
                     break
-                self._expand(env, tree, node_id, suggested, step, prover_start, start, seen)
+                self._expand(env, tree, node_id, suggested, spent)
                 expanded.append(node_id)
-                step += 1
+                spent.steps += 1
             self._evaluate(tree)
             self.update(tree, expanded)
-        return tree, stop, step, calls, widest
+        return tree, stop, widest
 
-    def _out_of_budget(self, step: int, prover_seconds: float, start: float) -> str:
-        if step >= self.config.budget.expansions:
+    def _out_of_budget(self, env: ProverEnv, spent: _Spent) -> str:
+        if spent.steps >= self.config.budget.expansions:
             return "budget: expansions"
-        return self._out_of_time(prover_seconds, start)
+        return self._out_of_time(env, spent)
 
-    def _out_of_time(self, prover_seconds: float, start: float) -> str:
+    def _out_of_time(self, env: ProverEnv, spent: _Spent) -> str:
         budget = self.config.budget
-        if prover_seconds >= budget.prover_seconds:
+        if env.prover_seconds - spent.prover_start >= budget.prover_seconds:
             return "budget: prover seconds"
-        if time.perf_counter() - start >= budget.wall_seconds:
+        if time.perf_counter() - spent.start >= budget.wall_seconds:
             return "budget: wall seconds"
         return ""
 
-    def _expand(self, env, tree, node_id, suggested, step, prover_start, start, seen) -> None:
+    def _expand(
+        self, env: ProverEnv, tree: ProofTree, node_id: int, suggested: list[TacticSuggestion], spent: _Spent
+    ) -> None:
         node = tree.nodes[node_id]
+        step = spent.steps
         if node.depth >= self.config.max_depth:
             tree.mark_exhausted(node_id, step)
             return
@@ -238,17 +240,17 @@ class Search(ABC):
         for suggestion in (*closing, *suggested):
             if suggestion.tactic in tried or node.status is not Status.OPEN:
                 continue
-            if self._out_of_time(env.prover_seconds - prover_start, start):
+            if self._out_of_time(env, spent):
                 break
             tried.add(suggestion.tactic)
             key = (node.goal.text, suggestion.tactic)
-            result = seen.get(key) if seen is not None else None
+            result = spent.seen.get(key) if spent.seen is not None else None
             if result is None:
-                wall_left = self.config.budget.wall_seconds - (time.perf_counter() - start)
+                wall_left = self.config.budget.wall_seconds - (time.perf_counter() - spent.start)
                 timeout = min(suggestion.timeout or self.config.tactic_timeout, wall_left)
                 result = env.run_tactic(node.goal, suggestion.tactic, timeout)
-                if seen is not None:
-                    seen[key] = result
+                if spent.seen is not None:
+                    spent.seen[key] = result
             tree.add_edge(node_id, result.replay or suggestion.tactic, result, suggestion.logprob, step)
         tree.mark_exhausted(node_id, step)
 

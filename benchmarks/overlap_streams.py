@@ -4,12 +4,12 @@
         [--prompts 256] [--max-tokens 128] [--memory-share 0.4] [--device cuda]
 
 `rollouts.overlap` samples the next iteration in a Dask worker process while the flow's process trains. On one
-card that hides far less than the stage times allow (`results/2026-11-29-gpu-overlap.md`): the card time-slices
-two CUDA contexts, so the kernels of the two processes do not run at the same time. The route on
-one card is one context: the sampler as a thread of the training process, its kernels on a stream of its own.
-This measures that before the loop is built around it, with the same two workloads (the fast decoder sampling
-reasoning-gym prompts; AdamW steps on a copy of the same model, bf16 autocast over fp32 weights, as the trainer
-does), each alone, then at once as two threads of one process and as two processes.
+card that hides far less than the stage times allow (`results/2026-11-29-gpu-overlap.md`). This asks whether one
+CUDA context would do better, with the sampler as a thread of the training process and its kernels on a stream of
+its own, before the loop is built around it: the same two workloads (the fast decoder sampling reasoning-gym
+prompts; AdamW steps on a copy of the same model, bf16 autocast over fp32 weights, as the trainer does), each
+alone, then at once as two threads of one process and as two processes (answer:
+`results/2026-11-29-overlap-streams.md`).
 
 Prints each way's wall time and its ratio to the two alone one after the other (1.0: no overlap; the larger
 share of the two: perfect overlap). Decoder graphs are captured in a warm-up before any clock starts, since a

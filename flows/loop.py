@@ -19,6 +19,7 @@ from prefect.context import TagsContext
 from prefect.runtime import flow_run
 
 from aitp.fanout.cluster import dask_client, loop_cluster
+from aitp.fanout.config import FanoutConfig
 from aitp.home import resolve_home
 from aitp.lake import is_finished
 from aitp.loop import LoopConfig, LoopRun, Stages, open_experiment, run_iteration
@@ -59,17 +60,17 @@ def iteration_flow(
         # workers for the next iteration's acting.
         if not run.environment.acts(iteration) and dask_address is None:
             return run_iteration(run, iteration, None, PREFECT_STAGES, events, flow_run_id=str(flow_run.id))
-        with dask_client(dask_address, config.fanout.workers) as client:
+        with dask_client(dask_address, config.fanout.workers, config.fanout.gpus) as client:
             return run_iteration(run, iteration, client, PREFECT_STAGES, events, flow_run_id=str(flow_run.id))
 
 
 @contextmanager
-def _cluster(address: str | None, workers: int | None, needed: bool, device: str | None) -> Iterator[str | None]:
+def _cluster(address: str | None, fanout: FanoutConfig, needed: bool, device: str | None) -> Iterator[str | None]:
     """The scheduler address the iterations share: the given one, or a local cluster's for the loop."""
     if address or not needed:
         yield address
         return
-    with loop_cluster(device, workers) as cluster:  # one GPU worker per visible GPU on CUDA
+    with loop_cluster(device, fanout.workers, gpus=fanout.gpus) as cluster:  # a GPU worker per card on CUDA
         yield cluster.scheduler_address
 
 
@@ -109,7 +110,7 @@ def loop_flow(
     rows = []
     with (
         run.registry.experiment_run(cfg.experiment),  # the parent run ends with the loop
-        _cluster(dask_address or cfg.fanout.dask_address, cfg.fanout.workers, needs_dask, cfg.device) as address,
+        _cluster(dask_address or cfg.fanout.dask_address, cfg.fanout, needs_dask, cfg.device) as address,
     ):
         if address:
             _warm(address, run)

@@ -1,10 +1,10 @@
 """The Dask cluster rollouts run on: a local one sized to the machine, or an existing scheduler.
 
 Local CPU workers are processes with one thread each (the nanny sets OMP_NUM_THREADS=1, so two
-workers do not fight over the cores). Local GPU workers are one per visible GPU, each pinned to its
-card with CUDA_VISIBLE_DEVICES and declaring the Dask resource `GPU=1`, which rollout tasks ask for
-when the policy runs on CUDA. Workers of an existing cluster declare it themselves
-(`dask worker ADDR --nthreads 1 --resources GPU=1`).
+workers do not fight over the cores). Local GPU workers are one per visible GPU (or per card of
+`fanout.gpus`), each pinned to its card with CUDA_VISIBLE_DEVICES and declaring the Dask resource
+`GPU=1`, which rollout tasks ask for when the policy runs on CUDA. Workers of an existing cluster
+declare it themselves (`dask worker ADDR --nthreads 1 --resources GPU=1`).
 """
 
 from __future__ import annotations
@@ -64,17 +64,45 @@ def check_device(device: str | None) -> int:
     return n
 
 
-def loop_cluster(device: str | None, workers: int | None = None, memory_limit: str | float | None = "auto"):
-    """The loop's local cluster: one worker per visible GPU where the config may run on CUDA, beside CPU workers.
+class NoSuchCardError(AitpError):
+    """`fanout.gpus` names a card this machine does not show."""
 
-    `device` cpu gives CPU workers only; cuda (or None, meaning cuda where present) adds a worker
-    per visible GPU. `workers` counts the CPU workers (None: one per core left over by the GPU workers).
+
+def worker_cards(gpus: list[int] | None, visible: int) -> list[int]:
+    """The cards (indices among the visible ones) that get a GPU worker: `gpus`, or every visible card for None.
+
+    Refuses a card past the visible ones before any worker starts, rather than leaving a worker whose card
+    does not exist to fail at its first rollout.
     """
-    gpus = 0 if device == "cpu" else check_device(device)
-    if gpus == 0:
+    if gpus is None:
+        return list(range(visible))
+    missing = [card for card in gpus if card >= visible]
+    if missing:
+        raise NoSuchCardError(
+            f"fanout.gpus names card {missing[0]} but this machine shows {visible} GPU(s) (numbered from 0): "
+            "name visible cards only, or remove fanout.gpus"
+        )
+    return list(gpus)
+
+
+def loop_cluster(
+    device: str | None,
+    workers: int | None = None,
+    memory_limit: str | float | None = "auto",
+    gpus: list[int] | None = None,
+):
+    """The loop's local cluster: a worker per GPU card where the config may run on CUDA, beside CPU workers.
+
+    `device` cpu gives CPU workers only; cuda (or None, meaning cuda where present) adds a worker for each
+    card of `gpus` (None: every visible card). `workers` counts the CPU workers (None: one per core left over
+    by the GPU workers).
+    """
+    visible = 0 if device == "cpu" else check_device(device)
+    cards = worker_cards(gpus, visible)
+    if not cards:
         return local_cluster(workers, 0, memory_limit)
-    cpus = workers or max(1, machine_workers() - gpus)
-    return local_cluster(gpus=gpus, cpu_workers=cpus, memory_limit=memory_limit)
+    cpus = workers or max(1, machine_workers() - len(cards))
+    return local_cluster(gpus=cards, cpu_workers=cpus, memory_limit=memory_limit)
 
 
 EXPANDABLE_SEGMENTS = "expandable_segments:True"
@@ -106,13 +134,21 @@ def _worker_spec(resources: dict[str, int] | None, env: dict[str, str], memory_l
 
 
 def local_cluster(
-    workers: int | None = None, gpus: int = 0, memory_limit: str | float | None = "auto", cpu_workers: int = 0
+    workers: int | None = None,
+    gpus: int | list[int] = 0,
+    memory_limit: str | float | None = "auto",
+    cpu_workers: int = 0,
 ):
-    """A local cluster of worker processes: `workers` CPU workers, or one per GPU plus `cpu_workers` when `gpus` > 0."""
+    """A local cluster of worker processes: `workers` CPU workers, or a worker per GPU card plus `cpu_workers`.
+
+    `gpus` is a count (the first cards, at most `workers` of them) or the cards themselves, by index among this
+    process's visible ones.
+    """
     from distributed import LocalCluster, Scheduler, SpecCluster
 
     quiet = {"silence_logs": logging.ERROR}
-    if gpus <= 0:
+    cards = list(range(min(workers or gpus, gpus))) if isinstance(gpus, int) else list(gpus)
+    if not cards:
         n = workers or machine_workers()
         return LocalCluster(
             n_workers=n,
@@ -122,14 +158,13 @@ def local_cluster(
             memory_limit=memory_limit,
             **quiet,
         )
-    n = min(workers or gpus, gpus)
     # Card i of this process is the i-th entry of its own CUDA_VISIBLE_DEVICES, when that is set.
-    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    cards = visible if len(visible) >= n else [str(i) for i in range(n)]
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    ids = visible if len(visible) > max(cards) else [str(i) for i in range(max(cards) + 1)]
     allocator = {"PYTORCH_CUDA_ALLOC_CONF": gpu_allocator_settings(os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""))}
     specs = {
-        f"gpu-{i}": _worker_spec({GPU: 1}, {"CUDA_VISIBLE_DEVICES": cards[i].strip(), **allocator}, memory_limit)
-        for i in range(n)
+        f"gpu-{card}": _worker_spec({GPU: 1}, {"CUDA_VISIBLE_DEVICES": ids[card], **allocator}, memory_limit)
+        for card in cards
     }
     # CPU workers see no GPU: a task without the GPU resource never lands a model on a card by accident.
     specs |= {f"cpu-{i}": _worker_spec(None, {"CUDA_VISIBLE_DEVICES": ""}, memory_limit) for i in range(cpu_workers)}
@@ -177,12 +212,13 @@ def gpu_workers(client) -> int:
 def dask_client(
     address: str | None = None,
     workers: int | None = None,
-    gpus: int | None = None,
+    gpus: int | list[int] | None = None,
     timeout_s: float = CONNECT_TIMEOUT_S,
 ) -> Iterator[object]:
     """A Dask client for the scheduler at `address`, else for a local cluster closed on exit.
 
-    `gpus=None` gives local GPU workers when CUDA is visible; `gpus=0` forces CPU workers.
+    `gpus=None` gives a local GPU worker per visible card; `gpus=0` forces CPU workers; a list of cards gives
+    workers on those (`fanout.gpus`).
     """
     from distributed import Client
 
@@ -194,6 +230,9 @@ def dask_client(
         finally:
             client.close()
         return
-    n_gpus = visible_gpus() if gpus is None else gpus
-    with local_cluster(workers, n_gpus) as cluster, Client(cluster, set_as_default=False) as client:
+    if isinstance(gpus, list):
+        cards: int | list[int] = worker_cards(gpus, visible_gpus())
+    else:
+        cards = visible_gpus() if gpus is None else gpus
+    with local_cluster(workers, cards) as cluster, Client(cluster, set_as_default=False) as client:
         yield client

@@ -6,7 +6,9 @@ engine's part of the loop config, not a world's.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 
 class FanoutConfig(BaseModel):
@@ -22,11 +24,25 @@ class FanoutConfig(BaseModel):
     """Local Dask worker processes (None: one per core); ignored with a scheduler address."""
     dask_address: str | None = None
     """An existing Dask scheduler (tcp://host:8786); None starts a local cluster for the run."""
+    gpus: list[int] | None = Field(None, min_length=1)
+    """The cards (numbered from 0 among the visible ones) that get a local GPU worker (None: every card). `[1]` on
+    a two-GPU machine leaves card 0 to the training alone: with `rollouts.overlap`, one card samples the next
+    iteration while the other trains."""
 
     @model_validator(mode="after")
     def _workers_need_a_local_cluster(self) -> FanoutConfig:
-        if self.workers is not None and self.dask_address is not None:
-            raise ValueError(
-                "fanout.workers sizes a local cluster and has no effect with fanout.dask_address: remove one"
-            )
+        for name in ("workers", "gpus"):
+            if getattr(self, name) is not None and self.dask_address is not None:
+                raise ValueError(
+                    f"fanout.{name} shapes a local cluster and has no effect with fanout.dask_address: remove one"
+                )
+        if self.gpus is not None and (min(self.gpus) < 0 or len(set(self.gpus)) < len(self.gpus)):
+            raise ValueError(f"fanout.gpus {self.gpus}: name each card once, by its index from 0")
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("gpus") is None:
+            data.pop("gpus", None)  # configs recorded before fanout.gpus existed keep their hash
+        return data

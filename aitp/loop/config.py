@@ -98,6 +98,12 @@ class LoopConfig(BaseModel):
     def _layout(cls, data: Any) -> Any:
         return from_flat_layout(data)
 
+    @model_validator(mode="after")
+    def _gpus_need_a_gpu_device(self) -> LoopConfig:
+        if self.fanout.gpus is not None and self.device == "cpu":
+            raise ValueError("fanout.gpus places GPU workers, but device is cpu: remove fanout.gpus or set device cuda")
+        return self
+
     def settings(self) -> LoopSettings:
         """What a world reads of the engine's settings."""
         return LoopSettings(self.experiment, self.seed, self.device, self.fanout)

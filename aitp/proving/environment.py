@@ -150,7 +150,7 @@ class ProverEnvironment:
         size = self.loop.fanout.shard_size
         local = client is None or isinstance(client, str)
         on_gpu = self.decodes_on_gpu
-        gpus = None if on_gpu else 0
+        gpus = self.loop.fanout.gpus if on_gpu else 0
         opened = dask_client(client, self.loop.fanout.workers, gpus=gpus) if local else nullcontext(client)
         with opened as dask:
             if workers_on_this_host(dask):

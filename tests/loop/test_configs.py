@@ -107,3 +107,16 @@ def test_an_experiment_recorded_in_the_older_layout_continues(tmp_path):
     )
     run = open_experiment(tmp_path, config)
     assert json.loads(record.read_text())["versions"][-1]["hash"] == run.config_hash  # re-recorded in today's layout
+
+
+def test_two_gpu_overlap_differs_from_the_one_card_overlap_only_in_where_each_stage_runs():
+    root = CONFIGS[0].parent
+    one = load_config(LoopConfig, root / "gpu-overlap.yaml").model_dump()
+    two = load_config(LoopConfig, root / "gpu-overlap-two.yaml").model_dump()
+    assert two["fanout"].pop("gpus") == [1] and "gpus" not in one["fanout"]  # card 1 samples
+    for stage in ("warm_start", "self_train"):  # card 0 trains
+        assert two["environment"][stage].pop("devices") == 1 and one["environment"][stage].pop("devices") == "auto"
+    assert one["environment"]["rollouts"].pop("gpu_memory_share") == 0.4  # one card shared with the training
+    assert two["environment"]["rollouts"].pop("gpu_memory_share") is None  # card 1 is the decoder's alone
+    assert one.pop("experiment") == "gpu-overlap" and two.pop("experiment") == "gpu-overlap-two"
+    assert one == two

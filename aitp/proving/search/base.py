@@ -89,7 +89,11 @@ class _Spent:
 
 @dataclass
 class SearchResult:
-    """One proof attempt: the tree, the proof if any, its check, and what it cost."""
+    """One proof attempt: the tree, the proof if any, its check, and what it cost.
+
+    `prover_seconds` and `wall_seconds` are the search's own: the re-check of the proof it found comes after and is
+    not counted, as no peer prover's time counts the check of its proof (so a budget compares like with like).
+    """
 
     theorem: Theorem
     algorithm: str
@@ -159,6 +163,7 @@ class Search(ABC):
                 break
             width, offered = 2 * width, widest
         proof = tree.extract_proof()
+        prover_seconds, wall_seconds = env.prover_seconds - spent.prover_start, time.perf_counter() - spent.start
         check = env.check_proof(theorem, proof) if proof is not None and cfg.check_proofs else None
         return SearchResult(
             theorem=theorem,
@@ -168,8 +173,8 @@ class Search(ABC):
             proof_text=env.render_proof(proof) if proof is not None else "",
             check=check,
             expansions=spent.steps,
-            prover_seconds=env.prover_seconds - spent.prover_start,
-            wall_seconds=time.perf_counter() - spent.start,
+            prover_seconds=prover_seconds,
+            wall_seconds=wall_seconds,
             policy_calls=spent.calls,
             stop_reason=stop,
         )

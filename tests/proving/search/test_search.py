@@ -253,3 +253,21 @@ def test_htps_takes_its_values_from_a_learned_critic(coq_setup):
     assert [n.critic for n in nodes] == pytest.approx(expected)  # every goal valued by the learned critic
     assert len({round(v, 6) for v in expected}) > 1 and 0.5 not in expected  # not the constant critic's 0.5
     assert any(e.visits for e in result.tree.edges)  # and HTPS backed them up along its simulations
+
+
+class _SlowCheckEnv(ToyEnv):
+    """The toy prover whose re-check of a found proof takes a while (a real prover's check costs seconds)."""
+
+    def check_proof(self, theorem: Theorem, proof):
+        import time
+
+        time.sleep(0.5)
+        return super().check_proof(theorem, proof)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_search_reports_its_own_time_without_the_recheck_after_it(algorithm):
+    config = SearchConfig(budget=Budget(expansions=60), tactics_per_goal=6, batch_size=4)
+    result = make_search(algorithm, config).run(_SlowCheckEnv(), Theorem("toy5", "5", "toy"), ToyPolicy())
+    assert result.proved and result.check.ok
+    assert result.wall_seconds < 0.4  # the toy search takes milliseconds; the 0.5 s check is left out

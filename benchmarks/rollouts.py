@@ -29,23 +29,10 @@ import statistics
 import time
 
 import torch
+from smollm2_sizes import SMOLLM2_135M  # 30 layers, d=576, 9 query heads sharing 3 KV heads
 
 from aitp.policies.base import SamplingParams
 from aitp.policies.fast import FastSampler
-
-# SmolLM2-135M's architecture (its config.json): 30 layers, d=576, 9 query heads sharing 3 KV heads.
-SMOLLM2_135M = dict(
-    vocab_size=49152,
-    hidden_size=576,
-    intermediate_size=1536,
-    num_hidden_layers=30,
-    num_attention_heads=9,
-    num_key_value_heads=3,
-    max_position_embeddings=8192,
-    rms_norm_eps=1e-5,
-    rope_theta=100000.0,
-    tie_word_embeddings=True,
-)
 
 
 def build_model(device: str = "cuda"):

@@ -56,34 +56,13 @@ import time
 
 import plain_torch  # benchmarks/plain_torch.py: the hand-written reference step
 import torch
-from rollouts import SMOLLM2_135M, matmul_tflops  # benchmarks/rollouts.py: the 135M architecture, the matmul peak
+from rollouts import matmul_tflops  # benchmarks/rollouts.py: the matmul peak
+from smollm2_sizes import SMOLLM2, llama_config
 
 from aitp.policies.tiny import TinyConfig, TinyTransformer
 from aitp.train import logprobs
 from aitp.train.module import PolicyModule, pl
 from aitp.train.strategy import Hardware, build_strategy, deepspeed_config, in_launched_process, plan_strategy
-
-# SmolLM2's sizes (each one's config.json); all share the 135M's vocabulary, norm epsilon and tied embeddings.
-SMOLLM2 = {
-    "135M": SMOLLM2_135M,
-    "360M": {
-        **SMOLLM2_135M,
-        "hidden_size": 960,
-        "intermediate_size": 2560,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 15,
-        "num_key_value_heads": 5,
-    },
-    "1.7B": {
-        **SMOLLM2_135M,
-        "hidden_size": 2048,
-        "intermediate_size": 8192,
-        "num_hidden_layers": 24,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 32,
-        "rope_theta": 130000.0,
-    },
-}
 
 STRATEGIES = ("single", "deepspeed", "deepspeed-stock", "deepspeed3", "torch")
 
@@ -124,13 +103,6 @@ def batches(n: int, batch: int, seq: int, vocab: int, seed: int = 0) -> list[dic
         ones = torch.ones_like(ids, dtype=torch.bool)
         out.append({"input_ids": ids, "attention_mask": ones, "target_mask": ones})
     return out
-
-
-def llama_config(arch: str):
-    """The `transformers.LlamaConfig` of a SmolLM2 size (SDPA attention)."""
-    from transformers import LlamaConfig
-
-    return LlamaConfig(**SMOLLM2[arch], attn_implementation="sdpa")
 
 
 def build_model(args) -> tuple[torch.nn.Module, str, int, int, int]:

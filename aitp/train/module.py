@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - depends on the machine
     import pytorch_lightning as pl
 
 from aitp.errors import AitpError
+from aitp.train.attention import use_causal_sdpa
 from aitp.train.config import COMPILE_MODES
 from aitp.train.grpo import aligned, clipped_surrogate, logprob_gap
 from aitp.train.logprobs import completion_logprobs, sft_nll, token_logprobs
@@ -297,6 +298,18 @@ class PolicyModule(pl.LightningModule):
         self.grpo_clip_eps, self.grpo_kl_beta = grpo_clip_eps, grpo_kl_beta
         self.losses: list[Tensor] = []
         self._loss_fn: Callable[[dict[str, Tensor]], Tensor] | None = None
+        self._attention_before: str | None = None
+
+    def on_fit_start(self) -> None:
+        # The GPU path passes a Hugging Face model no padding mask (`aitp.train.logprobs`); compiled, the model
+        # would build a causal one anyway and SDPA would compute the whole square (`aitp.train.attention`).
+        if self.backend == "hf" and self.device.type == "cuda":
+            self._attention_before = use_causal_sdpa(self.model)
+
+    def on_fit_end(self) -> None:
+        if self._attention_before is not None:  # saved and served as it was loaded
+            self.model.set_attn_implementation(self._attention_before)
+            self._attention_before = None
 
     def _loss(self, batch: dict[str, Tensor]) -> Tensor:
         """The objective's loss; with `compile`, one compiled graph of network and loss (fused norms and loss)."""

@@ -51,3 +51,26 @@ def test_other_attention_is_left_alone_and_the_saved_config_names_none_of_ours(t
     model.save_pretrained(tmp_path)
     assert CAUSAL_SDPA not in (tmp_path / "config.json").read_text()
     assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "llama"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_gpu_fit_trains_through_causal_sdpa_and_hands_the_model_back_on_sdpa():
+    from torch.utils.data import DataLoader
+
+    from aitp.train.module import PolicyModule, pl
+
+    seen: list[str] = []
+
+    class Watch(pl.Callback):
+        def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+            seen.append(module.model.config._attn_implementation)
+
+    model = _tied_llama()
+    trainer = pl.Trainer(
+        accelerator="gpu", devices=1, max_steps=2, precision="bf16-mixed", callbacks=[Watch()], logger=False,
+        enable_checkpointing=False, enable_progress_bar=False,
+    )  # fmt: skip
+    trainer.fit(PolicyModule(model, "hf", compile=True), DataLoader([_batch()], batch_size=None))
+    assert seen == [CAUSAL_SDPA, CAUSAL_SDPA]
+    assert model.config._attn_implementation == "sdpa"

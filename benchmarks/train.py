@@ -24,6 +24,9 @@ compiled kernels as CUDA graphs. `--lm-head fused` is the module's GPU loss (`ai
 layer and cross-entropy in chunks, no full logits); `plain` times the unfused head in the same run (full
 bf16 logits, fp32 cross-entropy) by switching the fused one off. `--seq` is 512 by default; the figures
 for issue 39 (training past 135M) use `--seq 2048`. `--batches` counts sequences per step per GPU.
+On the GPU the project's trainer attends through SDPA with no mask built (`aitp.train.attention`), whatever
+`--attention` says; plain PyTorch + compile with a Hugging Face model builds a causal mask and computes the
+whole square (`results/2026-11-29-train-profile.md`), unless `--attention causal` gives it the same attention.
 
 `--gpus N` (N > 1) starts the script again under `torch.distributed.run`, one process per GPU; every
 process trains its own batches (seeded by rank), tokens/s counts every process's tokens, and process 0
@@ -61,6 +64,7 @@ from smollm2_sizes import SMOLLM2, llama_config
 
 from aitp.policies.tiny import TinyConfig, TinyTransformer
 from aitp.train import logprobs
+from aitp.train.attention import use_causal_sdpa
 from aitp.train.module import PolicyModule, pl
 from aitp.train.strategy import Hardware, build_strategy, deepspeed_config, in_launched_process, plan_strategy
 
@@ -126,14 +130,16 @@ def run(strategy_name: str, compiled: bool | str, head: str, attention: str, arg
     cudnn = torch.backends.cuda.cudnn_sdp_enabled()
     torch.backends.cuda.enable_cudnn_sdp(attention != "flash")
     try:
-        return {**_run(strategy_name, compiled, head, args), "attention": attention}
+        return {**_run(strategy_name, compiled, head, attention, args), "attention": attention}
     finally:
         logprobs.PLAIN_HEAD_MODELS = fused_models
         torch.backends.cuda.enable_cudnn_sdp(cudnn)
 
 
-def _run(strategy_name: str, compiled: bool | str, head: str, args) -> dict:
+def _run(strategy_name: str, compiled: bool | str, head: str, attention: str, args) -> dict:
     model, backend, vocab, layers, width = build_model(args)
+    if attention == "causal" and strategy_name == "torch":  # the trainer's own GPU attention, for the reference
+        use_causal_sdpa(model)
     params = sum(p.numel() for p in model.parameters())
     # Hugging Face policies predict tokens 1..T from 0..T-1: one extra token keeps `--seq` positions per row.
     data = batches(args.steps, args.batch, args.seq + (backend == "hf"), vocab, seed=rank())
@@ -336,7 +342,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--lm-head", default="fused", help="comma-separated: fused (the module's GPU loss), plain")
     parser.add_argument(
-        "--attention", default="default", help="comma-separated SDPA choice: default (torch's), flash (no cuDNN)"
+        "--attention",
+        default="default",
+        help="comma-separated SDPA choice: default (torch's), flash (no cuDNN), causal (no mask for the reference)",
     )
     parser.add_argument("--steps", type=int, default=50, help="optimizer steps per run")
     parser.add_argument("--warmup", type=int, default=10, help="steps not timed (allocator, compile, ZeRO buckets)")

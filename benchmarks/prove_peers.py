@@ -252,14 +252,15 @@ def main() -> None:
     opts = {"theorems": theorem_set, "home": args.home, "budget": args.budget}
     tasks = [(p, theorems[i : i + CHUNK], opts) for p in provers for i in range(0, len(theorems), CHUNK)]
     start, attempts = time.perf_counter(), []
-    with get_context("spawn").Pool(args.workers) as pool:
-        for done in pool.imap_unordered(run_task, tasks):
-            attempts.extend(done)
-            print(
-                f"{len(attempts)}/{len(theorems) * len(provers)} attempts, {time.perf_counter() - start:.0f} s",
-                flush=True,
-            )
-    save_attempts(args.out, attempts, theorems)
+    if tasks:  # `--provers ""`: the models alone, no peer processes started
+        with get_context("spawn").Pool(args.workers) as pool:
+            for done in pool.imap_unordered(run_task, tasks):
+                attempts.extend(done)
+                print(
+                    f"{len(attempts)}/{len(theorems) * len(provers)} attempts, {time.perf_counter() - start:.0f} s",
+                    flush=True,
+                )
+        save_attempts(args.out, attempts, theorems)
     for label, checkpoint, proving in models:  # after the peers, so each has the same cores to itself
         model_opts = opts | {"checkpoint": checkpoint, "proving": proving, "searches": args.workers}
         attempts.extend(run_model(theorems, library, model_opts, label))

@@ -2,8 +2,8 @@
 
     python benchmarks/train_profile.py [--arch 1.7B] [--batch 8] [--seq 2048] [--compile on] [--steps 4] [--warmup 6]
 
-Issue 39 asks the project's trainer for 50 % MFU at the 1.7B architecture on one H200, where it and plain PyTorch +
-compile both reach ~42 % (`results/2026-11-29-train-1.7b.md`). Which part of the step holds it there decides what
+Issue 39 asks the project's trainer for 50 % MFU at the 1.7B architecture on one H200, above what it and plain
+PyTorch + compile reach (`results/2026-11-29-train-1.7b.md`). Which part of the step holds it there decides what
 to build, so this profiles the reference step (`plain_torch.py`: bf16 autocast over fp32 weights, the fused
 output layer and loss, torch.compile, fused AdamW; the trainer does the same arithmetic) with torch's profiler and
 sums the GPU kernels' time by kind, with each kind's share of the step's wall time. The gap between the kernels'

@@ -4,9 +4,8 @@ The trainer's GPU forward passes no padding mask (sequences are right-padded, so
 exact for every token that counts). A Llama-family model then still builds an explicit causal mask whenever it
 runs under torch.compile with torch older than 2.14 (transformers cannot tell, while tracing, that the mask
 could be skipped), and SDPA given a mask computes the whole square instead of the causal half, with slower
-kernels: at the SmolLM2-1.7B architecture on one H200 attention was a quarter of a compiled step
-(`benchmarks/results/2026-11-29-train-profile.md`). Under the implementation registered here the mask is never
-built and SDPA runs with `is_causal`, the same arithmetic.
+kernels (what that costs a compiled step: `benchmarks/results/2026-11-29-train-profile.md`). Under the
+implementation registered here the mask is never built and SDPA runs with `is_causal`, the same arithmetic.
 """
 
 from __future__ import annotations

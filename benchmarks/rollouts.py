@@ -29,7 +29,7 @@ import statistics
 import time
 
 import torch
-from smollm2_sizes import SMOLLM2_135M  # 30 layers, d=576, 9 query heads sharing 3 KV heads
+from model_sizes import SMOLLM2_135M  # 30 layers, d=576, 9 query heads sharing 3 KV heads
 
 from aitp.policies.base import SamplingParams
 from aitp.policies.fast import FastSampler

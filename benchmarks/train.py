@@ -1,8 +1,8 @@
 """Training throughput and model FLOPs utilisation of the project's trainer per strategy, vs plain PyTorch.
 
-    python benchmarks/train.py [--model smollm2] [--arch 135M|360M|1.7B] [--steps 50] [--warmup 10]
+    python benchmarks/train.py [--model llama] [--arch 135M|360M|1.7B|13B] [--steps 50] [--warmup 10]
         [--batches 128,192] [--seq 512] [--compile reduce-overhead] [--lm-head fused] [--repeats 1] [--gpus 1]
-        [--strategies single,deepspeed,deepspeed-stock,deepspeed3,torch]
+        [--strategies single,deepspeed,deepspeed-stock,deepspeed3,torch] [--offload none|optimizer|all]
 
 Every run trains the same model from the same seed on the same synthetic token batches. All strategies
 but `torch` train through `aitp.train.module.PolicyModule` and the strategy that `aitp.train.strategy`
@@ -15,8 +15,9 @@ their worth is measured in the same run. `torch` is plain PyTorch, no Lightning 
 mode, fused AdamW, clipping 1.0, DistributedDataParallel over several GPUs; each row's "vs torch" is
 against it, as "vs plain" is against `single`.
 
-`--model smollm2` is a SmolLM2 architecture (`--arch`: 135M, 360M or 1.7B; Llama, tied embeddings,
-vocabulary 49,152; random weights, so no checkpoint is needed) trained as a Hugging Face policy;
+`--model llama` is a Llama architecture of `model_sizes.py` (`--arch`: SmolLM2's 135M, 360M or 1.7B, tied
+embeddings, vocabulary 49,152; or Llama-2-13B's 13B, whose plain AdamW state does not fit one card; random
+weights, so no checkpoint is needed) trained as a Hugging Face policy;
 `--model tiny` is the built-in transformer (`--layers`, `--d-model`). `--compile on` sets the module's
 `compile` (torch.compile of network and loss) with torch.compile's default mode; `--compile
 reduce-overhead` (or `max-autotune-no-cudagraphs`) sets that mode, reduce-overhead replaying each step's
@@ -27,6 +28,8 @@ for issue 39 (training past 135M) use `--seq 2048`. `--batches` counts sequences
 On the GPU the project's trainer attends through SDPA with no mask built (`aitp.train.attention`), whatever
 `--attention` says; plain PyTorch + compile with a Hugging Face model builds a causal mask and computes the
 whole square (`results/2026-11-29-train-profile.md`), unless `--attention causal` gives it the same attention.
+
+`--offload` moves the DeepSpeed strategies' optimizer state (or also ZeRO-3's parameters) to CPU memory.
 
 `--gpus N` (N > 1) starts the script again under `torch.distributed.run`, one process per GPU; every
 process trains its own batches (seeded by rank), tokens/s counts every process's tokens, and process 0
@@ -59,8 +62,8 @@ import time
 
 import plain_torch  # benchmarks/plain_torch.py: the hand-written reference step
 import torch
+from model_sizes import ARCHITECTURES, llama_config
 from rollouts import matmul_tflops  # benchmarks/rollouts.py: the matmul peak
-from smollm2_sizes import SMOLLM2, llama_config
 
 from aitp.policies.tiny import TinyConfig, TinyTransformer
 from aitp.train import logprobs
@@ -175,7 +178,12 @@ def train_lightning(name: str, model, backend: str, data: list, compiled: bool |
     hardware = Hardware("cuda", args.gpus, torch.cuda.get_device_name())
     zero = {"deepspeed": 2, "deepspeed-stock": 2, "deepspeed3": 3}.get(name, 0)
     plan = plan_strategy(
-        hardware, zero_stage=zero, precision="bf16-mixed", devices=args.gpus, micro_batch_size=args.batch
+        hardware,
+        zero_stage=zero,
+        offload=args.offload if zero else "none",
+        precision="bf16-mixed",
+        devices=args.gpus,
+        micro_batch_size=args.batch,
     )
     if name == "deepspeed-stock":  # DeepSpeed's own step, without aitp's one-process shortcuts
         strategy = pl.strategies.DeepSpeedStrategy(config=deepspeed_config(plan))
@@ -231,7 +239,7 @@ def ratio(rate: float, reference: float | None) -> str:
 
 
 def model_name(args) -> str:
-    return f"SmolLM2-{args.arch} architecture" if args.model == "smollm2" else "tiny"
+    return f"{ARCHITECTURES[args.arch][0]} architecture" if args.model == "llama" else "tiny"
 
 
 def table(rows: list[dict], args) -> None:
@@ -335,8 +343,13 @@ def summary(rows: list[dict], args) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, checked (no GPU needed)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=["smollm2", "tiny"], default="smollm2")
-    parser.add_argument("--arch", choices=list(SMOLLM2), default="135M", help="SmolLM2 size (--model smollm2)")
+    parser.add_argument("--model", choices=["llama", "tiny"], default="llama")
+    parser.add_argument(
+        "--arch", choices=list(ARCHITECTURES), default="135M", help="SmolLM2's sizes, or Llama-2-13B's (--model llama)"
+    )
+    parser.add_argument(
+        "--offload", choices=["none", "optimizer", "all"], default="none", help="DeepSpeed strategies: to CPU memory"
+    )
     parser.add_argument(
         "--compile", default="reduce-overhead", help="comma-separated: off, on (torch.compile), or a compile mode"
     )

@@ -21,8 +21,8 @@ import time
 from collections import defaultdict
 
 import torch
+from model_sizes import ARCHITECTURES, llama_config
 from plain_torch import training_step  # benchmarks/plain_torch.py: the hand-written reference step
-from smollm2_sizes import SMOLLM2, llama_config
 
 PEAK_BF16 = 989e12
 """Dense bf16 tensor-core peak of an H100 or H200 (SXM), the MFU denominator issue 39 names."""
@@ -53,7 +53,7 @@ def kernels(profile) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--arch", choices=list(SMOLLM2), default="1.7B")
+    parser.add_argument("--arch", choices=list(ARCHITECTURES), default="1.7B")
     parser.add_argument("--batch", type=int, default=8, help="sequences per step")
     parser.add_argument("--seq", type=int, default=2048)
     parser.add_argument("--compile", default="on", help="off, on, or a torch.compile mode")

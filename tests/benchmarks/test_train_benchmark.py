@@ -74,19 +74,34 @@ def test_medians_compare_with_plain_torch_and_with_ddp_as_plain(bench):
     assert got["torch DDP (bf16 autocast)"]["vs_torch"] == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize(("arch", "millions"), [("135M", 134.5), ("360M", 361.8), ("1.7B", 1711.4)])
-def test_smollm2_sizes_have_their_parameter_counts(bench, arch, millions):
+@pytest.mark.parametrize(
+    ("arch", "millions", "tied"),
+    [("135M", 134.5, True), ("360M", 361.8, True), ("1.7B", 1711.4, True), ("13B", 13015.9, False)],
+)
+def test_architectures_have_their_parameter_counts(bench, arch, millions, tied):
     from transformers import LlamaForCausalLM
 
-    with torch.device("meta"):  # shapes only: 1.7B parameters never take memory
+    with torch.device("meta"):  # shapes only: billions of parameters never take memory
         model = LlamaForCausalLM(bench.llama_config(arch))
-    assert model.lm_head.weight is model.model.embed_tokens.weight  # tied: counted once
+    assert (model.lm_head.weight is model.model.embed_tokens.weight) == tied  # tied: counted once
     assert sum(p.numel() for p in model.parameters()) / 1e6 == pytest.approx(millions, abs=0.1)
+
+
+def test_the_13b_plain_adamw_state_does_not_fit_one_h200(bench):
+    """16 bytes a parameter (fp32 weights, gradients and AdamW's two moments) against the card's 141 GB."""
+    from transformers import LlamaForCausalLM
+
+    with torch.device("meta"):
+        params = sum(p.numel() for p in LlamaForCausalLM(bench.llama_config("13B")).parameters())
+    assert 16 * params > 141e9 > 16 * params / 2  # across two cards the same state takes half a card each
 
 
 def test_arguments_take_the_new_strategies_and_refuse_unknown_ones(bench):
     args = bench.parse_args(["--arch", "1.7B", "--strategies", "torch,single,deepspeed3", "--gpus", "2"])
-    assert (args.arch, args.gpus, args.seq) == ("1.7B", 2, 512)
+    assert (args.arch, args.gpus, args.seq, args.offload) == ("1.7B", 2, 512, "none")
+    assert bench.parse_args(["--arch", "13B", "--offload", "optimizer"]).offload == "optimizer"
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--offload", "disk"])
     with pytest.raises(SystemExit):
         bench.parse_args(["--strategies", "torch,fsdp"])
     with pytest.raises(SystemExit):

@@ -120,3 +120,16 @@ def test_two_gpu_overlap_differs_from_the_one_card_overlap_only_in_where_each_st
     assert two["environment"]["rollouts"].pop("gpu_memory_share") is None  # card 1 is the decoder's alone
     assert one.pop("experiment") == "gpu-overlap" and two.pop("experiment") == "gpu-overlap-two"
     assert one == two
+
+
+def test_two_node_gpu_config_is_the_gpu_recipe_with_its_self_training_on_two_nodes():
+    root = CONFIGS[0].parent
+    one = load_config(LoopConfig, root / "gpu.yaml").model_dump()
+    nodes = load_config(LoopConfig, root / "gpu-nodes.yaml").model_dump()
+    assert nodes["environment"]["self_train"].pop("nodes") == 2
+    assert "nodes" not in one["environment"]["self_train"]  # one node: left out of the dump (and the hash)
+    assert nodes["environment"]["warm_start"].pop("devices") == 1  # the warm start stays in the flow's process
+    assert one["environment"]["warm_start"].pop("devices") == "auto"
+    assert (one.pop("iterations"), nodes.pop("iterations")) == (4, 1)
+    assert one.pop("experiment") == "gpu" and nodes.pop("experiment") == "gpu-nodes"
+    assert one == nodes

@@ -1,4 +1,5 @@
-"""SmolLM2's architectures (each size's config.json), for benchmarks that train or sample random-weight copies.
+"""The Llama architectures that benchmarks train or sample as random-weight copies: SmolLM2's sizes (each size's
+config.json) and Llama-2-13B's, a model whose plain AdamW state (16 bytes a parameter) does not fit one card.
 
 Imports nothing beyond the standard library at module level, so a script that needs only torch and transformers
 (`train_profile.py` on a bare GPU image) can use it.
@@ -42,8 +43,28 @@ SMOLLM2 = {
 }
 
 
+LLAMA2_13B = dict(
+    vocab_size=32000,
+    hidden_size=5120,
+    intermediate_size=13824,
+    num_hidden_layers=40,
+    num_attention_heads=40,
+    num_key_value_heads=40,
+    max_position_embeddings=4096,
+    rms_norm_eps=1e-5,
+    rope_theta=10000.0,
+    tie_word_embeddings=False,
+)
+
+ARCHITECTURES = {
+    **{size: (f"SmolLM2-{size}", shape) for size, shape in SMOLLM2.items()},
+    "13B": ("Llama-2-13B", LLAMA2_13B),
+}
+"""`--arch` name -> (the model whose architecture it is, its LlamaConfig keywords)."""
+
+
 def llama_config(arch: str):
-    """The `transformers.LlamaConfig` of a SmolLM2 size (SDPA attention)."""
+    """The `transformers.LlamaConfig` of an architecture of `ARCHITECTURES` (SDPA attention)."""
     from transformers import LlamaConfig
 
-    return LlamaConfig(**SMOLLM2[arch], attn_implementation="sdpa")
+    return LlamaConfig(**ARCHITECTURES[arch][1], attn_implementation="sdpa")

@@ -386,6 +386,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.strategies.split(",")) - set(STRATEGIES)
     if unknown:
         parser.error(f"--strategies: unknown {', '.join(sorted(unknown))}; use {', '.join(STRATEGIES)}")
+    zero2 = {"deepspeed", "deepspeed-stock"} & set(args.strategies.split(","))
+    if args.offload == "all" and zero2:
+        parser.error(f"--offload all moves parameters, which only ZeRO-3 partitions: drop {', '.join(sorted(zero2))}")
     return args
 
 

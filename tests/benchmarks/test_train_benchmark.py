@@ -1,5 +1,5 @@
 """The training benchmark: its repeats alternate the strategies' order, each setting's medians are compared, the
-SmolLM2 sizes have their published parameter counts, and the plain-PyTorch reference step learns."""
+architectures have their published parameter counts, and the plain-PyTorch reference step learns."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(REPO / "benchmarks"))  # train.py imports its siblings rollouts.py and plain_torch.py
-    siblings = [name for name in ("rollouts", "plain_torch") if name not in sys.modules]
+    sys.path.insert(0, str(REPO / "benchmarks"))  # train.py imports its siblings rollouts, plain_torch, model_sizes
+    siblings = [name for name in ("rollouts", "plain_torch", "model_sizes") if name not in sys.modules]
     try:
         spec = importlib.util.spec_from_file_location("train_benchmark", REPO / "benchmarks" / "train.py")
         module = importlib.util.module_from_spec(spec)
@@ -102,6 +102,9 @@ def test_arguments_take_the_new_strategies_and_refuse_unknown_ones(bench):
     assert bench.parse_args(["--arch", "13B", "--offload", "optimizer"]).offload == "optimizer"
     with pytest.raises(SystemExit):
         bench.parse_args(["--offload", "disk"])
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--offload", "all", "--strategies", "deepspeed,deepspeed3"])
+    assert bench.parse_args(["--offload", "all", "--strategies", "single,deepspeed3"]).offload == "all"
     with pytest.raises(SystemExit):
         bench.parse_args(["--strategies", "torch,fsdp"])
     with pytest.raises(SystemExit):

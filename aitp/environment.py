@@ -15,10 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aitp.fanout.config import FanoutConfig
 from aitp.policies.spec import PolicySpec
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 Progress = Callable[[int, int], None]
 
@@ -117,8 +120,9 @@ class Environment(Protocol):
         iteration: int,
         client: Any,
         on_progress: Progress | None,
-    ) -> dict[str, list[dict[str, Any]]]:
-        """Let the policy act on a chunk of items, score and filter the outcome: rows per acted table."""
+    ) -> dict[str, list[dict[str, Any]] | pa.Table]:
+        """Let the policy act on a chunk of items, score and filter the outcome: rows (or an Arrow table of them)
+        per acted table."""
 
     def warm_up(self, client: Any) -> None:
         """Start the workers' slow first-time work (compiling a decoder) in the background, as the loop opens."""

@@ -12,8 +12,14 @@ shard's rows are committed as the loop commits a chunk
 (`lake_rollout_rows`, the threshold filter, `write_partition`); baseline in the same run: the same rows
 with every row's prompt and config its own copy, so each is encoded to JSON again (as before shared
 objects were encoded once). Last, the rows' way back from a Dask worker process to the flow: fetched
-as the task's result in one object (`ShardRows`, as the loop now sends them) against the plain list
-(as before), each the least of three fetches in the same run, and each fetched copy committed.
+as the task's result in one object (`ShardRows`) against the plain list (as before), each the least of
+three fetches in the same run, and each fetched copy committed. Then what the flow's process itself does
+with a chunk, and what that costs a training beside it (`rollouts.overlap` trains in the same process):
+the shard fetched as rows then shaped, filtered and committed there (as before), against the shard
+shaped, filtered and encoded on the worker and fetched as a table, then committed (`lake_shard_task`, as
+the loop now does). A thread issuing small torch operations stands in for the training's kernel launches
+(each releases and retakes the interpreter lock, as a CUDA launch does); its rate beside each, against
+its rate alone, in the same run.
 """
 
 from __future__ import annotations
@@ -23,15 +29,16 @@ import copy
 import pickle
 import random
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+import torch
 import yaml
 
 import aitp.reasoning.rollouts.worker as worker
 from aitp.lake import write_partition
 from aitp.policies.base import Completion, SamplingParams
-from aitp.reasoning.environment import lake_rollout_rows
 from aitp.reasoning.filtering import filter_rows
 from aitp.reasoning.groups import score_group
 from aitp.reasoning.items import generate_items
@@ -101,12 +108,13 @@ def main() -> None:
         )
     commit_table(rows, threshold)
     fetch_table(rows, threshold)
+    flow_share(rows, threshold)
 
 
 def commit_seconds(rows: list[dict], threshold: float, home: str, shard: str) -> float:
     """Seconds to turn worker rows into the lake's rows, filter them and commit them as one chunk."""
     start = time.perf_counter()
-    write_partition(home, "rollouts", "bench", 1, filter_rows(lake_rollout_rows(rows), threshold), shard=shard)
+    write_partition(home, "rollouts", "bench", 1, filter_rows(worker.lake_rollout_rows(rows), threshold), shard=shard)
     return time.perf_counter() - start
 
 
@@ -159,6 +167,83 @@ def fetch_table(rows: list[dict], threshold: float) -> None:
         f"| {len(rows):,} | {best[True]:.2f} | {best[False]:.2f} | {best[False] / best[True]:.1f}x "
         f"| {commits[True]:.2f} | {commits[False]:.2f} |"
     )
+
+
+def _table_on_worker(blob: bytes, threshold: float):
+    """The rows as `lake_shard_task` returns them: shaped, filtered and encoded on the worker."""
+    from aitp.lake.schemas import rows_to_table
+
+    return rows_to_table("rollouts", filter_rows(worker.lake_rollout_rows(pickle.loads(blob)), threshold))
+
+
+class Launcher:
+    """A thread issuing small torch operations, as a training step launches kernels; counts them."""
+
+    def __init__(self) -> None:
+        self.ops, self.stop = 0, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        x = torch.zeros(64)
+        while not self.stop.is_set():
+            for _ in range(100):
+                x.add_(1.0)
+            self.ops += 100
+
+    def rate(self, seconds: float) -> float:
+        """Operations a second over the next `seconds` (of whatever runs meanwhile in this process)."""
+        before, start = self.ops, time.perf_counter()
+        time.sleep(seconds)
+        return (self.ops - before) / (time.perf_counter() - start)
+
+    def rate_during(self, work) -> tuple[float, float]:
+        """(operations a second while `work()` runs here, `work`'s wall seconds)."""
+        before, start = self.ops, time.perf_counter()
+        work()
+        seconds = time.perf_counter() - start
+        return (self.ops - before) / seconds, seconds
+
+
+def flow_share(rows: list[dict], threshold: float) -> None:
+    """The flow's part of a chunk, rows shaped in the flow against a table shaped on the worker, and what each
+    leaves a launching thread beside it."""
+    from distributed import Client, wait
+
+    from aitp.fanout.cluster import local_cluster
+
+    torch.set_num_threads(1)
+    blob = pickle.dumps(rows, protocol=5)
+    results = {"rows": [], "table": []}
+    with local_cluster(workers=1) as cluster, Client(cluster) as client, tempfile.TemporaryDirectory() as home:
+        launcher = Launcher()
+        launcher.thread.start()
+        alone = launcher.rate(2.0)
+        for k in range(3):
+            for how in results:
+                if how == "rows":
+                    future = client.submit(_rows_on_worker, blob, True, pure=False)
+
+                    def work(future=future, k=k) -> None:
+                        got = worker.lake_rollout_rows(future.result().rows)
+                        write_partition(home, "rollouts", "bench", 1, filter_rows(got, threshold), shard=f"r{k}")
+                else:
+                    future = client.submit(_table_on_worker, blob, threshold, pure=False)
+
+                    def work(future=future, k=k) -> None:
+                        write_partition(home, "rollouts", "bench", 1, future.result(), shard=f"t{k}")
+
+                wait(future)
+                results[how].append(launcher.rate_during(work))
+                del future
+        launcher.stop.set()
+    print(
+        f"\n| the flow's part of a chunk of {len(rows):,} rows | flow s (least of 3) | launching thread's rate "
+        "beside it (median of 3), share of its rate alone |\n|---|---:|---:|"
+    )
+    for how, label in (("rows", "rows fetched, shaped, filtered, committed"), ("table", "table fetched, committed")):
+        seconds = min(s for _, s in results[how])
+        rate = sorted(r for r, _ in results[how])[1]
+        print(f"| {label} | {seconds:.2f} | {rate / alone:.2f} |")
 
 
 if __name__ == "__main__":

@@ -18,22 +18,14 @@ from aitp.policies.spec import PolicySpec
 from aitp.reasoning.items import Item, generate_items
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from aitp.reasoning.config import ReasoningConfig
 
 _SUMMARY_SQL = """
     SELECT count(DISTINCT group_id), count(DISTINCT group_id) FILTER (WHERE group_kept),
            avg(final_score), avg(CASE WHEN raw_score >= 1 THEN 1.0 ELSE 0.0 END), count(*)
     FROM rollouts WHERE experiment = $e AND iteration = $k"""
-
-
-def lake_rollout_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rollout worker rows in the lake's `rollouts` schema."""
-    out = []
-    for row in rows:
-        row = {k: v for k, v in row.items() if k not in ("sample_seed", "experiment", "iteration")}
-        row["config_json"] = row.pop("config", None)
-        out.append(row)
-    return out
 
 
 class ReasoningEnvironment:
@@ -107,13 +99,18 @@ class ReasoningEnvironment:
         iteration: int,
         client: Any,
         on_progress: Progress | None,
-    ) -> dict[str, list[dict[str, Any]]]:
-        """Sample, score and filter a group per item on Dask."""
-        from aitp.reasoning.filtering import filter_rows
-        from aitp.reasoning.rollouts.run import run_rollouts
+    ) -> dict[str, pa.Table]:
+        """Sample, score and filter a group per item on Dask; each shard comes back as lake rows ready to commit."""
+        import pyarrow as pa
+
+        from aitp.lake.schemas import rows_to_table
+        from aitp.reasoning.rollouts.run import fan_out_shards
+        from aitp.reasoning.rollouts.worker import lake_shard_task
 
         cfg, loop = self.world.rollouts, self.settings
-        rows = run_rollouts(
+        tables = fan_out_shards(
+            lake_shard_task,
+            (cfg.threshold,),
             items,
             policy,
             cfg.sampling(),
@@ -128,7 +125,7 @@ class ReasoningEnvironment:
             system_prompt=self.world.system_prompt,
             gpu_memory_share=cfg.gpu_memory_share,
         )
-        return {"rollouts": filter_rows(lake_rollout_rows(rows), cfg.threshold)}
+        return {"rollouts": pa.concat_tables(tables) if tables else rows_to_table("rollouts", [])}
 
     def warm_up(self, client: Any) -> None:
         """Have each GPU worker load the starting policy and compile its decoder (CPU sampling: nothing to do)."""

@@ -130,3 +130,27 @@ def test_gpu_resources_only_for_local_models_on_cuda():
     assert _placement(PolicySpec(backend="openai", base_url="http://x/v1"), _FakeClient(2), None) == (None, None)
     with pytest.raises(NoGpuWorkersError, match="resources GPU=1"):
         _placement(TINY, _FakeClient(0), "cuda")
+
+
+def test_shards_shaped_on_the_workers_are_the_rows_the_flow_would_commit(client, policy):
+    """The loop's path (each shard filtered and encoded on its worker) commits what shaping the gathered rows in the
+    flow's process gives, in the same order; only the latency a shard measured and the time its table was made differ
+    from run to run."""
+    import pyarrow as pa
+
+    from aitp.lake.schemas import rows_to_table
+    from aitp.reasoning.filtering import filter_rows
+    from aitp.reasoning.rollouts.run import fan_out_shards
+    from aitp.reasoning.rollouts.worker import lake_rollout_rows, lake_shard_task
+
+    items = generate_items("basic_arithmetic", 7, seed=3)
+    options = dict(experiment="e", iteration=1, seed=6, shard_size=3)  # three shards, the last one short
+    rows = run_rollouts(items, policy, replace(PARAMS, n=4), client, **options)
+    in_flow = rows_to_table("rollouts", filter_rows(lake_rollout_rows(rows), 0.5)).drop_columns(
+        ["latency_s", "created_at"]
+    )
+    tables = fan_out_shards(lake_shard_task, (0.5,), items, policy, replace(PARAMS, n=4), client, **options)
+    on_workers = pa.concat_tables(tables).drop_columns(["latency_s", "created_at"])
+    assert len(tables) == 3 and on_workers.num_rows == 28
+    assert on_workers.equals(in_flow)
+    assert set(on_workers.column("keep_reason").to_pylist()) - {None}  # every group was decided

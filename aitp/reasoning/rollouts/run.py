@@ -187,6 +187,19 @@ def _to_gpu_workers(
 
 
 def run_rollouts(
+    items: Sequence[Item], policy: PolicySpec, params: SamplingParams, client: Any = None, **options: Any
+) -> list[dict[str, Any]]:
+    """Sample and score a group of `params.n` completions per item on Dask; one row per sample, in item order.
+
+    `options`: those of `fan_out_shards`.
+    """
+    shards = fan_out_shards(rollout_shard_task, (), items, policy, params, client, **options)
+    return [row for shard in shards for row in shard.rows]
+
+
+def fan_out_shards(
+    task: Callable[..., Any],
+    task_args: tuple[Any, ...],
     items: Sequence[Item],
     policy: PolicySpec,
     params: SamplingParams,
@@ -203,14 +216,15 @@ def run_rollouts(
     on_progress: Progress | None = None,
     system_prompt: str | None = None,
     gpu_memory_share: float | None = None,
-) -> list[dict[str, Any]]:
-    """Sample and score a group of `params.n` completions per item on Dask; one row per sample, in item order.
+) -> list[Any]:
+    """`task(shard, policy, context, *task_args)` for each shard of `items` on Dask; the results in shard order.
 
-    `client` is a `distributed.Client`, a scheduler address, or None for a local cluster of `workers`
-    processes started (and closed) for this call. `max_token_length` (default `params.max_tokens`)
-    sets the length penalty. `on_progress(items_done, items_total)` is called as shards finish.
-    `system_prompt` replaces the environment's (short prompts matter for small byte-level models).
-    `gpu_memory_share` caps the share of its card a GPU worker's decoder may hold.
+    `task` is `rollout_shard_task` (rows) or `lake_shard_task` (a table ready to commit). `client` is a
+    `distributed.Client`, a scheduler address, or None for a local cluster of `workers` processes started
+    (and closed) for this call. `max_token_length` (default `params.max_tokens`) sets the length penalty.
+    `on_progress(items_done, items_total)` is called as shards finish. `system_prompt` replaces the
+    environment's (short prompts matter for small byte-level models). `gpu_memory_share` caps the share of
+    its card a GPU worker's decoder may hold.
     """
     if not items:
         return []
@@ -235,22 +249,22 @@ def run_rollouts(
         gpus = gpu_workers(dask) if resources else 0
         size = shard_size or default_shard_size(len(items), gpu_workers=gpus)
         shards = cut_shards([item.to_dict() for item in items], size)
-        return _gather(dask, shards, policy, ctx, retries, resources, len(items), on_progress)
+        return _gather(dask, task, task_args, shards, policy, ctx, retries, resources, len(items), on_progress)
 
 
-def _gather(dask, shards, policy, ctx, retries, resources, total, on_progress) -> list[dict[str, Any]]:
+def _gather(dask, task, task_args, shards, policy, ctx, retries, resources, total, on_progress) -> list[Any]:
     from distributed import KilledWorker
     from distributed.comm import CommClosedError
 
-    results: list[list[dict[str, Any]] | None] = [None] * len(shards)
+    results: list[Any] = [None] * len(shards)
     done = 0
     try:
         with shard_tasks(
-            dask, rollout_shard_task, shards, policy, ctx, name="rollout", retries=retries, resources=resources
+            dask, task, shards, policy, ctx, *task_args, name="rollout", retries=retries, resources=resources
         ) as finished:
             for i, future in finished:
                 try:
-                    results[i] = future.result().rows
+                    results[i] = future.result()
                 except KilledWorker as exc:
                     raise RolloutClusterError(
                         f"shard {i} ({len(shards[i])} items) took down every worker that ran it: give workers more "
@@ -263,7 +277,7 @@ def _gather(dask, shards, policy, ctx, retries, resources, total, on_progress) -
         raise RolloutClusterError(
             f"lost the Dask scheduler mid-run ({type(exc).__name__}): check that it is still up, then run again"
         ) from exc
-    return [row for shard_rows in results for row in shard_rows or []]
+    return results
 
 
 def group_records(items: Sequence[Item], rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -3,7 +3,8 @@
 The policy is cached per worker process, keyed by its spec and device, so every shard after the
 first reuses the loaded model; `PolicyPlugin` can warm that cache when a worker joins. A shard
 returns plain, small rows (one per sample), sent back as one object (`ShardRows`); the caller
-writes them out.
+writes them out. For the loop a shard comes back ready to commit instead (`lake_shard_task`): shaped,
+filtered and encoded here, so the flow's process does none of that per-row work.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dask.sizeof import sizeof
 from distributed import get_worker
@@ -27,10 +28,14 @@ from aitp.fanout.cluster import wants_cuda
 from aitp.fanout.shards import group_id, sample_seed
 from aitp.policies.base import Completion, Messages, Policy, Preparable, SamplingParams
 from aitp.policies.spec import PolicySpec
+from aitp.reasoning.filtering import filter_rows
 from aitp.reasoning.groups import ScoredGroup, score_group
 from aitp.reasoning.items import Item
 from aitp.reasoning.prompt import SYSTEM_PROMPT, build_messages
 from aitp.tokenizer import load_token_counter
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MAX_CACHED_POLICIES = 2  # e.g. champion and challenger; iterations would otherwise pile up models
 _POLICIES: dict[str, Policy] = {}
@@ -279,6 +284,33 @@ def rollout_shard(item_dicts: list[dict[str, Any]], spec: PolicySpec, ctx: Rollo
 def rollout_shard_task(item_dicts: list[dict[str, Any]], spec: PolicySpec, ctx: RolloutContext) -> ShardRows:
     """`rollout_shard` as a Dask task: its rows in one object (see `ShardRows`)."""
     return ShardRows(rollout_shard(item_dicts, spec, ctx))
+
+
+def lake_rollout_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Shard rows in the lake's `rollouts` schema."""
+    out = []
+    for row in rows:
+        row = {k: v for k, v in row.items() if k not in ("sample_seed", "experiment", "iteration")}
+        row["config_json"] = row.pop("config", None)
+        out.append(row)
+    return out
+
+
+def lake_shard_task(
+    item_dicts: list[dict[str, Any]], spec: PolicySpec, ctx: RolloutContext, threshold: float
+) -> pa.Table:
+    """`rollout_shard` as a Dask task whose result is ready to commit: the lake's `rollouts` table of the shard,
+    each group kept or dropped at `threshold` (a group's samples are all in one shard).
+
+    Shaping, filtering and encoding are Python work for every row. Here they run on the worker, beside
+    the sampling; in the flow's process they would hold its interpreter lock, which with
+    `rollouts.overlap` the training running there needs to launch its kernels
+    (`benchmarks/results/2026-11-29-gpu-overlap-two.md`). The table travels as Arrow buffers.
+    """
+    from aitp.lake.schemas import rows_to_table
+
+    rows = filter_rows(lake_rollout_rows(rollout_shard(item_dicts, spec, ctx)), threshold)
+    return rows_to_table("rollouts", rows)
 
 
 def _group_rows(

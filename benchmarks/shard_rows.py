@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=16, help="samples per item")
     parser.add_argument("--wrong", default="3,99", help="comma-separated: largest wrong number a sample may give")
     args = parser.parse_args()
-    config = yaml.safe_load(CONFIG.read_text())
+    config = yaml.safe_load(CONFIG.read_text())["environment"]
     per_task = args.prompts // len(config["tasks"]) if args.prompts else config["rollouts"]["items_per_task"]
     items = []
     for task in config["tasks"]:
@@ -217,7 +217,6 @@ def flow_share(rows: list[dict], threshold: float) -> None:
     with local_cluster(workers=1) as cluster, Client(cluster) as client, tempfile.TemporaryDirectory() as home:
         launcher = Launcher()
         launcher.thread.start()
-        alone = launcher.rate(2.0)
         for k in range(3):
             for how in results:
                 if how == "rows":
@@ -233,17 +232,19 @@ def flow_share(rows: list[dict], threshold: float) -> None:
                         write_partition(home, "rollouts", "bench", 1, future.result(), shard=f"t{k}")
 
                 wait(future)
-                results[how].append(launcher.rate_during(work))
+                alone = launcher.rate(1.0)  # just before: the cores as busy as they will be, but for the work
+                rate, seconds = launcher.rate_during(work)
+                results[how].append((rate / alone, seconds))
                 del future
         launcher.stop.set()
     print(
         f"\n| the flow's part of a chunk of {len(rows):,} rows | flow s (least of 3) | launching thread's rate "
-        "beside it (median of 3), share of its rate alone |\n|---|---:|---:|"
+        "beside it, share of its rate alone just before (median of 3) |\n|---|---:|---:|"
     )
     for how, label in (("rows", "rows fetched, shaped, filtered, committed"), ("table", "table fetched, committed")):
         seconds = min(s for _, s in results[how])
-        rate = sorted(r for r, _ in results[how])[1]
-        print(f"| {label} | {seconds:.2f} | {rate / alone:.2f} |")
+        share = sorted(r for r, _ in results[how])[1]
+        print(f"| {label} | {seconds:.2f} | {share:.2f} |")
 
 
 if __name__ == "__main__":

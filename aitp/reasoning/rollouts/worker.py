@@ -305,7 +305,7 @@ def lake_shard_task(
     Shaping, filtering and encoding are Python work for every row. Here they run on the worker, beside
     the sampling; in the flow's process they would hold its interpreter lock, which with
     `rollouts.overlap` the training running there needs to launch its kernels
-    (`benchmarks/results/2026-11-29-gpu-overlap-two.md`). The table travels as Arrow buffers.
+    (`benchmarks/results/2026-11-29-flow-share.md`). The table travels as Arrow buffers.
     """
     from aitp.lake.schemas import rows_to_table
 

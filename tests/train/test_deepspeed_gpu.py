@@ -1,5 +1,6 @@
-"""DeepSpeed ZeRO-2 in bf16 on a real GPU: train the tiny model scaled to >= 100M parameters,
-consolidate the ZeRO state into plain weights, reload them into the policy and sample.
+"""DeepSpeed ZeRO-2 and ZeRO-3 in bf16 on real GPUs: train the tiny model scaled to >= 100M parameters (on one
+GPU, and on two in a launched process group where the machine has them), consolidate the ZeRO state into plain
+weights, reload them into the policy and sample, and resume from the ZeRO state.
 
 Marked `gpu`: skipped without CUDA or DeepSpeed, and never run by CI (which has no GPU). It imports
 only torch, Lightning, DeepSpeed, safetensors and aitp's policy and training modules, so it runs on
@@ -20,15 +21,17 @@ try:
 except ImportError:  # a GPU image without pytest runs this file as a module (see the docstring)
     pytest = None
 
-from aitp.checkpoints import ZERO_DIR, verify_checkpoint
+from aitp.checkpoints import ZERO_DIR, read_record, verify_checkpoint
 from aitp.policies.base import SamplingParams
 from aitp.policies.loading import load_policy
 from aitp.policies.tiny import TinyConfig, TinyTransformer, chat_example, save_checkpoint
 from aitp.tokenizer import ByteTokenizer
 from aitp.train.config import TrainConfig
-from aitp.train.run import fit
+from aitp.train.run import fit, train_on
 
 BIG = TinyConfig(n_layer=10, n_head=16, d_model=1024, max_seq_len=512)  # ~107M parameters
+ZERO_PLANS = [(2, 1, "none"), (3, 1, "none"), (3, 1, "optimizer"), (2, 2, "none"), (3, 2, "none")]
+"""(ZeRO stage, GPUs, offload) of each fit checked; plans of two GPUs are skipped on a machine of one."""
 WORDS = ["banana", "gradient", "champion", "lakehouse", "verifier", "theorem", "rollout", "tactic"]
 
 
@@ -42,7 +45,10 @@ def reversal_examples(n: int = 96) -> list[dict]:
     return out
 
 
-def check_zero2_bf16_trains_consolidates_reloads_and_samples(tmp: Path) -> dict:
+def check_zero_bf16_trains_consolidates_reloads_and_samples(
+    tmp: Path, zero_stage: int = 2, devices: int = 1, offload: str = "none"
+) -> dict:
+    """A ZeRO fit as the loop runs it (`train_on`: in this process on one GPU, launched over several)."""
     torch.manual_seed(0)
     model = TinyTransformer(BIG)
     assert model.num_params() >= 100_000_000, model.num_params()
@@ -50,13 +56,24 @@ def check_zero2_bf16_trains_consolidates_reloads_and_samples(tmp: Path) -> dict:
     del model
     examples = reversal_examples()
     config = TrainConfig(
-        steps=40, batch_size=8, lr=3e-4, warmup_steps=5, max_len=128, zero_stage=2, precision="bf16-mixed", devices=1
+        steps=40,
+        batch_size=8,
+        lr=3e-4,
+        warmup_steps=5,
+        max_len=128,
+        zero_stage=zero_stage,
+        offload=offload,
+        precision="bf16-mixed",
+        devices=devices,
     )
     start = time.perf_counter()
-    result = fit(examples, base, config, tmp / "ckpt")
+    train_on(examples, base, config, tmp / "ckpt", {})
     seconds = time.perf_counter() - start
-    assert result.strategy.startswith("deepspeed ZeRO-2"), result.strategy
-    assert result.steps == 40 and result.last_loss < 0.5 * result.first_loss, result.losses
+    result = read_record(tmp / "ckpt")
+    first_loss, last_loss = result["losses"][0], result["losses"][-1]
+    assert result["strategy"].startswith(f"deepspeed ZeRO-{zero_stage} offload={offload}"), result["strategy"]
+    assert result["world_size"] == devices, result["world_size"]
+    assert result["steps"] == 40 and last_loss < 0.5 * first_loss, result["losses"]
 
     ckpt = tmp / "ckpt"
     assert verify_checkpoint(ckpt) == "tiny" and (ckpt / ZERO_DIR / "latest").is_file()
@@ -70,24 +87,26 @@ def check_zero2_bf16_trains_consolidates_reloads_and_samples(tmp: Path) -> dict:
         for i, t in zip(ids, targets):
             losses.append(float(policy.model.loss(torch.tensor([i], device="cuda"), torch.tensor([t], device="cuda"))))
     reloaded = sum(losses) / len(losses)
-    assert reloaded < 0.5 * result.first_loss, (reloaded, result.first_loss)
+    assert reloaded < 0.5 * first_loss, (reloaded, first_loss)
 
     out = policy.sample([examples[0]["prompt"]], SamplingParams(temperature=0.0, max_tokens=24), seeds=[0])
     completion = out[0][0]
     assert completion.completion_tokens > 0
 
     # The ZeRO state resumes the run (optimizer and step count), rather than restarting it.
-    more = fit(examples, ckpt, config.model_copy(update={"steps": 10, "resume": True}), tmp / "resumed")
-    assert more.steps == 50 and len(more.losses) == 10
-    assert more.losses[0] < 0.5 * result.first_loss, more.losses
+    train_on(examples, ckpt, config.model_copy(update={"steps": 10, "resume": True}), tmp / "resumed", {})
+    more = read_record(tmp / "resumed")
+    assert more["steps"] == 50 and len(more["losses"]) == 10
+    assert more["losses"][0] < 0.5 * first_loss, more["losses"]
     return {
-        "device": torch.cuda.get_device_name(0),
+        "device": f"{devices} x {torch.cuda.get_device_name(0)}",
+        "strategy": result["strategy"],
         "params": sum(p.numel() for p in policy.model.parameters()),
-        "first_loss": round(result.first_loss, 4),
-        "last_loss": round(result.last_loss, 4),
+        "first_loss": round(first_loss, 4),
+        "last_loss": round(last_loss, 4),
         "reloaded_loss": round(reloaded, 4),
         "seconds": round(seconds, 1),
-        "resumed_losses": [round(x, 4) for x in more.losses[:3]],
+        "resumed_losses": [round(x, 4) for x in more["losses"][:3]],
         "sample": completion.text,
     }
 
@@ -155,9 +174,12 @@ if pytest is not None:
 
     @pytest.mark.gpu
     @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-    def test_zero2_bf16_trains_consolidates_reloads_and_samples(tmp_path):
+    @pytest.mark.parametrize(("zero_stage", "devices", "offload"), ZERO_PLANS)
+    def test_zero_bf16_trains_consolidates_reloads_and_samples(tmp_path, zero_stage, devices, offload):
         pytest.importorskip("deepspeed")
-        print(check_zero2_bf16_trains_consolidates_reloads_and_samples(tmp_path))
+        if torch.cuda.device_count() < devices:
+            pytest.skip(f"needs {devices} GPUs")
+        print(check_zero_bf16_trains_consolidates_reloads_and_samples(tmp_path, zero_stage, devices, offload))
 
     @pytest.mark.gpu
     @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -175,9 +197,12 @@ if pytest is not None:
 if __name__ == "__main__":
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
-    with tempfile.TemporaryDirectory() as tmp:
-        print(check_zero2_bf16_trains_consolidates_reloads_and_samples(Path(tmp)))
-        print("PASSED test_zero2_bf16_trains_consolidates_reloads_and_samples")
+    for stage, gpus, offload in ZERO_PLANS:
+        if torch.cuda.device_count() < gpus:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            print(check_zero_bf16_trains_consolidates_reloads_and_samples(Path(tmp), stage, gpus, offload))
+            print(f"PASSED test_zero_bf16_trains_consolidates_reloads_and_samples[{stage}-{gpus}-{offload}]")
     with tempfile.TemporaryDirectory() as tmp:
         print(check_fits_in_one_process_leave_no_optimizer_state_on_the_card(Path(tmp)))
         print("PASSED test_fits_in_one_process_leave_no_optimizer_state_on_the_card")

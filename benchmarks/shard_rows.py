@@ -171,9 +171,7 @@ def fetch_table(rows: list[dict], threshold: float) -> None:
 
 def _table_on_worker(blob: bytes, threshold: float):
     """The rows as `lake_shard_task` returns them: shaped, filtered and encoded on the worker."""
-    from aitp.lake.schemas import rows_to_table
-
-    return rows_to_table("rollouts", filter_rows(worker.lake_rollout_rows(pickle.loads(blob)), threshold))
+    return worker.lake_table(pickle.loads(blob), threshold)
 
 
 class Launcher:

@@ -307,10 +307,14 @@ def lake_shard_task(
     `rollouts.overlap` the training running there needs to launch its kernels
     (`benchmarks/results/2026-11-29-flow-share.md`). The table travels as Arrow buffers.
     """
+    return lake_table(rollout_shard(item_dicts, spec, ctx), threshold)
+
+
+def lake_table(rows: list[dict[str, Any]], threshold: float) -> pa.Table:
+    """Shard rows as the lake's `rollouts` table, each group kept or dropped at `threshold`."""
     from aitp.lake.schemas import rows_to_table
 
-    rows = filter_rows(lake_rollout_rows(rollout_shard(item_dicts, spec, ctx)), threshold)
-    return rows_to_table("rollouts", rows)
+    return rows_to_table("rollouts", filter_rows(lake_rollout_rows(rows), threshold))
 
 
 def _group_rows(

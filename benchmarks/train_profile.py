@@ -1,4 +1,4 @@
-"""Where a training step's GPU time goes at a SmolLM2 size: matrix products, attention, fused elementwise, optimizer.
+"""Where a training step's GPU time goes, by kernel kind: matrix products, attention, fused elementwise, optimizer.
 
     python benchmarks/train_profile.py [--arch 1.7B] [--batch 8] [--seq 2048] [--compile on] [--steps 4] [--warmup 6]
 

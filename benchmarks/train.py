@@ -184,6 +184,7 @@ def train_lightning(name: str, model, backend: str, data: list, compiled: bool |
         precision="bf16-mixed",
         devices=args.gpus,
         micro_batch_size=args.batch,
+        compile=compiled,
     )
     if name == "deepspeed-stock":  # DeepSpeed's own step, without aitp's one-process shortcuts
         strategy = pl.strategies.DeepSpeedStrategy(config=deepspeed_config(plan))

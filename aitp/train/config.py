@@ -116,11 +116,13 @@ class TrainConfig(BaseModel):
             raise ValueError("distinct_completions selects sft examples: remove it for grpo")
         if self.objective == "grpo" and self.data_iterations != "current":
             raise ValueError("grpo trains on the rollouts its base model sampled: set data_iterations current")
-        if self.compile and self.zero_stage == 3:
-            # ZeRO-3 gathers each layer's partitioned weights in hooks around its forward; torch.compile traces the
-            # empty partitions instead and fails at its first step
+        several = self.nodes > 1 or (self.devices != "auto" and self.devices > 1)
+        if self.compile and self.zero_stage == 3 and (several or self.offload == "all"):
+            # Compiled ZeRO-3 needs whole weights: one process, parameters on the GPU (`StrategyPlan.whole_weights`);
+            # elsewhere it gathers partitioned weights in hooks around each module, which torch.compile cannot trace
             raise ValueError(
-                "compile does not run on ZeRO-3's partitioned weights: set compile: false or zero_stage: 2"
+                "compile with ZeRO-3 runs in one process with parameters on the GPU: set compile: false, "
+                "zero_stage: 2, or devices: 1, nodes: 1 and offload: none or optimizer"
             )
         unused = [k for k in GRPO_DEFAULTS if k in self.model_fields_set and self.objective != "grpo"]
         if unused:

@@ -145,6 +145,7 @@ def plan_for(config: TrainConfig) -> StrategyPlan:
         config.devices,
         config.batch_size,
         config.nodes,
+        config.compile,
     )
 
 

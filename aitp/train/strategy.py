@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,13 @@ class StrategyPlan:
         return self.name == "deepspeed"
 
     @property
+    def whole_weights(self) -> bool:
+        """ZeRO-3 in one process with the parameters on the GPU: a partition of one is the whole parameter, so every
+        parameter stays whole and nothing is gathered around each module (`aitp.train.zero_one_gpu`)."""
+        one_process = self.devices == 1 and self.nodes == 1
+        return self.deepspeed and self.zero_stage == 3 and self.offload != "all" and one_process
+
+    @property
     def needs_launch(self) -> bool:
         """More than one process and not yet inside a launched process group."""
         return (self.devices > 1 or self.nodes > 1) and not in_launched_process()
@@ -79,11 +87,31 @@ def plan_strategy(
     devices: int | str = "auto",
     micro_batch_size: int = 1,
     nodes: int = 1,
+    compile: bool | str = False,
 ) -> StrategyPlan:
     """Pick the strategy for this hardware and config (`devices` per node). A CPU trains in one process per node:
     the plain single-device strategy on one node, DDP over gloo across several."""
     if offload == "all" and zero_stage != 3:
         raise StrategyError(f"offload=all moves parameters to CPU, which needs ZeRO stage 3 (got {zero_stage})")
+    plan = _plan(hardware, zero_stage, offload, precision, devices, micro_batch_size, nodes)
+    if compile and plan.deepspeed and plan.zero_stage == 3 and not plan.whole_weights:
+        raise StrategyError(
+            f"compile with ZeRO-3 needs whole weights, one process with parameters on the GPU (this plan: "
+            f"{plan.describe()}): set compile false, zero_stage 2, or devices 1, nodes 1 and offload none or optimizer"
+        )
+    return plan
+
+
+def _plan(
+    hardware: Hardware,
+    zero_stage: int,
+    offload: str,
+    precision: str,
+    devices: int | str,
+    micro_batch_size: int,
+    nodes: int,
+) -> StrategyPlan:
+    """The plan of `plan_strategy`, before the check that needs it whole."""
     if hardware.accelerator != "cuda":
         if devices not in ("auto", 1):
             raise StrategyError(f"devices={devices} needs CUDA GPUs; this machine has none: set devices to auto")
@@ -109,7 +137,8 @@ def deepspeed_config(plan: StrategyPlan) -> dict[str, Any]:
     the rates). Offload keeps the copies (DeepSpeed requires them), as does stage 3, whose partitioning
     goes through the buckets. bf16 keeps DeepSpeed's overflow check, which skips a step whose gradients
     hold inf or NaN (one process does it, and the clipping norm, in one fused call each, and skips the
-    reduction over itself: `aitp.train.zero_one_gpu`).
+    reduction over itself: `aitp.train.zero_one_gpu`). ZeRO-3 there keeps every parameter whole (persistent,
+    in DeepSpeed's words), so its per-module gathers have nothing to do and are removed (`plan.whole_weights`).
     """
     one_gpu = plan.devices == 1 and plan.nodes == 1
     copy_to_buckets = not one_gpu or plan.zero_stage == 3 or plan.offload != "none"
@@ -124,6 +153,9 @@ def deepspeed_config(plan: StrategyPlan) -> dict[str, Any]:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     if plan.offload == "all":
         zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    if plan.whole_weights:
+        zero["stage3_param_persistence_threshold"] = sys.maxsize
+        zero["stage3_model_persistence_threshold"] = sys.maxsize
     return {
         "zero_optimization": zero,
         "train_micro_batch_size_per_gpu": plan.micro_batch_size,
@@ -147,4 +179,4 @@ def build_strategy(plan: StrategyPlan) -> Any:
         ) from exc
     from aitp.train.zero_one_gpu import ZeroStrategy
 
-    return ZeroStrategy(config=deepspeed_config(plan))
+    return ZeroStrategy(config=deepspeed_config(plan), whole_weights=plan.whole_weights)

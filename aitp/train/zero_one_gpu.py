@@ -19,6 +19,15 @@ a step worth skipping), and the clipping norm is the L2 norm over all gradients,
 reported as -1 as DeepSpeed's own does. Only a single process without offload, model parallelism,
 sequence parallelism or experts takes these shortcuts: elsewhere the gradients and norms must be
 reduced across processes, which DeepSpeed's own methods do.
+
+ZeRO-3 partitions each weight over the processes and gathers it in hooks around every module's forward
+and backward, releasing it after. Over one process a partition is the whole weight, so the plan keeps
+every weight whole (`StrategyPlan.whole_weights`: DeepSpeed's persistence threshold above any weight),
+and here the per-module hooks, which would only record and check, are removed. Without them
+torch.compile traces the network as one graph, as under ZeRO-2 (DeepSpeed's compiler-disabled hooks
+would break it at every module, and its partitioned placeholders fail the trace); the gradients still
+reach ZeRO-3's partitioned optimizer through its per-parameter hooks, and DeepSpeed gathers the whole
+weights again after each step and each checkpoint, as it does for any persistent weight.
 """
 
 from __future__ import annotations
@@ -123,6 +132,23 @@ def take_one_process_shortcuts(optimizer: Any) -> bool:
     return True
 
 
+def keep_weights_whole(optimizer: Any) -> None:
+    """Remove a one-process ZeRO-3 optimizer's per-module gather hooks, once every weight is whole and in place.
+
+    Raises `RuntimeError` where that does not hold (a weight left partitioned, several processes, offloaded
+    parameters): the plan promised whole weights (a compiled step depends on them), so running on is wrong.
+    """
+    offload = getattr(optimizer, "parameter_offload", None)
+    persistent = getattr(optimizer, "persistent_parameters", None)
+    if offload is None or persistent is None or not _one_process(optimizer):
+        raise RuntimeError("whole weights need DeepSpeed's ZeRO-3 optimizer in one process")
+    weights = list(offload.module.parameters())
+    if len(persistent) != len(weights) or getattr(optimizer, "offload_param", False):
+        raise RuntimeError(f"{len(weights) - len(persistent)} of {len(weights)} weights are not kept whole")
+    offload._remove_module_hooks()
+    persistent[0].all_gather(persistent)  # every weight whole before the first forward (no hook gathers it now)
+
+
 def _one_process(optimizer: Any) -> bool:
     import torch.distributed as dist
 
@@ -131,9 +157,16 @@ def _one_process(optimizer: Any) -> bool:
 
 
 class ZeroStrategy(pl.strategies.DeepSpeedStrategy):
-    """Lightning's DeepSpeed strategy; once built, a one-process ZeRO optimizer takes the shortcuts."""
+    """Lightning's DeepSpeed strategy; once built, a one-process ZeRO optimizer takes the shortcuts, and with
+    `whole_weights` (a one-process ZeRO-3 plan) drops the per-module gathers."""
+
+    def __init__(self, *args: Any, whole_weights: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.whole_weights = whole_weights
 
     def setup(self, trainer: Any) -> None:
         super().setup(trainer)
-        engine = self.model  # the DeepSpeed engine, once set up
-        self.one_process_shortcuts = take_one_process_shortcuts(getattr(engine, "optimizer", None))
+        optimizer = getattr(self.model, "optimizer", None)  # the DeepSpeed engine's, once set up
+        self.one_process_shortcuts = take_one_process_shortcuts(optimizer)
+        if self.whole_weights:
+            keep_weights_whole(optimizer)

@@ -30,8 +30,17 @@ from aitp.train.config import TrainConfig
 from aitp.train.run import fit, train_on
 
 BIG = TinyConfig(n_layer=10, n_head=16, d_model=1024, max_seq_len=512)  # ~107M parameters
-ZERO_PLANS = [(2, 1, "none"), (3, 1, "none"), (3, 1, "optimizer"), (2, 2, "none"), (3, 2, "none")]
-"""(ZeRO stage, GPUs, offload) of each fit checked; plans of two GPUs are skipped on a machine of one."""
+ZERO_PLANS = [
+    (2, 1, "none", False),
+    (3, 1, "none", False),
+    (3, 1, "none", True),
+    (3, 1, "optimizer", False),
+    (2, 2, "none", False),
+    (3, 2, "none", False),
+]
+"""(ZeRO stage, GPUs, offload, compile) of each fit checked; plans of two GPUs are skipped on a machine of one."""
+ONE_PROCESS = {"MASTER_ADDR": "127.0.0.1", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
+"""The environment of a process group of one, for the checks that call `deepspeed.initialize` themselves."""
 WORDS = ["banana", "gradient", "champion", "lakehouse", "verifier", "theorem", "rollout", "tactic"]
 
 
@@ -46,7 +55,7 @@ def reversal_examples(n: int = 96) -> list[dict]:
 
 
 def check_zero_bf16_trains_consolidates_reloads_and_samples(
-    tmp: Path, zero_stage: int = 2, devices: int = 1, offload: str = "none"
+    tmp: Path, zero_stage: int = 2, devices: int = 1, offload: str = "none", compile: bool = False
 ) -> dict:
     """A ZeRO fit as the loop runs it (`train_on`: in this process on one GPU, launched over several)."""
     torch.manual_seed(0)
@@ -65,6 +74,7 @@ def check_zero_bf16_trains_consolidates_reloads_and_samples(
         offload=offload,
         precision="bf16-mixed",
         devices=devices,
+        compile=compile,
     )
     start = time.perf_counter()
     train_on(examples, base, config, tmp / "ckpt", {})
@@ -94,13 +104,15 @@ def check_zero_bf16_trains_consolidates_reloads_and_samples(
     assert completion.completion_tokens > 0
 
     # The ZeRO state resumes the run (optimizer and step count), rather than restarting it.
-    train_on(examples, ckpt, config.model_copy(update={"steps": 10, "resume": True}), tmp / "resumed", {})
+    resume = config.model_copy(update={"steps": 10, "resume": True, "compile": False})  # its graphs are compiled
+    train_on(examples, ckpt, resume, tmp / "resumed", {})
     more = read_record(tmp / "resumed")
     assert more["steps"] == 50 and len(more["losses"]) == 10
     assert more["losses"][0] < 0.5 * first_loss, more["losses"]
     return {
         "device": f"{devices} x {torch.cuda.get_device_name(0)}",
         "strategy": result["strategy"],
+        "compile": compile,
         "params": sum(p.numel() for p in policy.model.parameters()),
         "first_loss": round(first_loss, 4),
         "last_loss": round(last_loss, 4),
@@ -139,7 +151,7 @@ def check_one_gpu_zero2_takes_the_one_process_shortcuts_and_skips_an_inf_step() 
     from aitp.train.strategy import Hardware, deepspeed_config, plan_strategy
     from aitp.train.zero_one_gpu import take_one_process_shortcuts
 
-    for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533", "RANK": "0", "WORLD_SIZE": "1"}.items():
+    for key, value in {**ONE_PROCESS, "MASTER_PORT": "29533"}.items():
         os.environ.setdefault(key, value)
     one_gpu = Hardware("cuda", 1, "gpu")
     plan = plan_strategy(one_gpu, zero_stage=2, precision="bf16-mixed", devices=1, micro_batch_size=4)
@@ -170,16 +182,84 @@ def check_one_gpu_zero2_takes_the_one_process_shortcuts_and_skips_an_inf_step() 
     return {"taken": taken, "skipped": skipped, "largest_weight_difference": diff}
 
 
+class Holder(torch.nn.Module):
+    """A network inside a module, as the policy is inside the trainer's LightningModule; `run` calls it."""
+
+    def __init__(self, net: torch.nn.Module) -> None:
+        super().__init__()
+        self.net = net
+        self.run = lambda x: self.net(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.run(x)
+
+
+def check_one_process_zero3_keeps_weights_whole_compiles_as_one_graph_and_steps_as_zero2(device: str = "cuda") -> dict:
+    """ZeRO-3 in one process (`StrategyPlan.whole_weights`) on DeepSpeed's real optimizer: its per-module hooks
+    gone, torch.compile traces the network as one graph with no break, and the steps are ZeRO-2's, eager."""
+    import os
+
+    import deepspeed
+    import torch._dynamo.utils as dynamo_utils
+
+    from aitp.train.strategy import Hardware, deepspeed_config, plan_strategy
+    from aitp.train.zero_one_gpu import keep_weights_whole
+
+    for key, value in {**ONE_PROCESS, "MASTER_PORT": "29534"}.items():
+        os.environ.setdefault(key, value)
+    one_gpu = Hardware("cuda", 1, "gpu")
+    x = torch.randn(4, 256, device=device, generator=torch.Generator(device).manual_seed(0))
+    losses, weights, graphs = {}, {}, {}
+    for stage in (2, 3):
+        plan = plan_strategy(one_gpu, zero_stage=stage, precision="32-true", devices=1, micro_batch_size=4)
+        assert plan.whole_weights == (stage == 3)
+        torch.manual_seed(0)
+        model = Holder(torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 8)))
+        optimizer = torch.optim.AdamW(model.to(device).parameters(), lr=1e-2)
+        engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=deepspeed_config(plan))
+        if stage == 3:
+            keep_weights_whole(engine.optimizer)
+            layers = list(model.net.modules())  # (the engine keeps its own hooks on the whole model)
+            assert not any(m._forward_pre_hooks or m._forward_hooks for m in layers), "ZeRO-3's hooks are still there"
+            dynamo_utils.counters.clear()
+            torch._dynamo.reset()
+            model.run = torch.compile(model.run)  # as the trainer compiles its loss inside its LightningModule
+        losses[stage] = []
+        for _ in range(3):
+            loss = engine(x).pow(2).mean()
+            engine.backward(loss)
+            engine.step()
+            losses[stage].append(float(loss))
+        weights[stage] = [p.detach().float().clone() for p in engine.module.parameters()]
+        if stage == 3:
+            graphs = {"breaks": dict(dynamo_utils.counters["graph_break"]), **dynamo_utils.counters["stats"]}
+        engine.destroy()
+    assert graphs["breaks"] == {} and graphs["unique_graphs"] == 1, graphs
+    assert all(w.numel() > 0 for w in weights[3]), "a weight was left partitioned"
+    diff = max(float((a - b).abs().max()) for a, b in zip(weights[2], weights[3]))
+    loss_diff = max(abs(a - b) / a for a, b in zip(losses[2], losses[3]))
+    # fp32 both, the same steps up to the order of sums (compiled kernels), which AdamW's first steps, moving each
+    # weight by up to 1e-2 whatever the gradient's size, pass on to the weights (3 steps: up to 3e-2 apart).
+    assert diff <= 1e-3 and loss_diff <= 1e-4, (diff, losses)
+    return {"losses": losses, "largest_weight_difference": diff, "graphs": graphs}
+
+
 if pytest is not None:
 
     @pytest.mark.gpu
     @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-    @pytest.mark.parametrize(("zero_stage", "devices", "offload"), ZERO_PLANS)
-    def test_zero_bf16_trains_consolidates_reloads_and_samples(tmp_path, zero_stage, devices, offload):
+    @pytest.mark.parametrize(("zero_stage", "devices", "offload", "compile"), ZERO_PLANS)
+    def test_zero_bf16_trains_consolidates_reloads_and_samples(tmp_path, zero_stage, devices, offload, compile):
         pytest.importorskip("deepspeed")
         if torch.cuda.device_count() < devices:
             pytest.skip(f"needs {devices} GPUs")
-        print(check_zero_bf16_trains_consolidates_reloads_and_samples(tmp_path, zero_stage, devices, offload))
+        print(check_zero_bf16_trains_consolidates_reloads_and_samples(tmp_path, zero_stage, devices, offload, compile))
+
+    @pytest.mark.gpu
+    @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+    def test_one_process_zero3_keeps_weights_whole_compiles_as_one_graph_and_steps_as_zero2():
+        pytest.importorskip("deepspeed")
+        print(check_one_process_zero3_keeps_weights_whole_compiles_as_one_graph_and_steps_as_zero2())
 
     @pytest.mark.gpu
     @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -197,14 +277,16 @@ if pytest is not None:
 if __name__ == "__main__":
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
-    for stage, gpus, offload in ZERO_PLANS:
+    for stage, gpus, offload, compiled in ZERO_PLANS:
         if torch.cuda.device_count() < gpus:
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            print(check_zero_bf16_trains_consolidates_reloads_and_samples(Path(tmp), stage, gpus, offload))
-            print(f"PASSED test_zero_bf16_trains_consolidates_reloads_and_samples[{stage}-{gpus}-{offload}]")
+            print(check_zero_bf16_trains_consolidates_reloads_and_samples(Path(tmp), stage, gpus, offload, compiled))
+            print(f"PASSED test_zero_bf16_trains_consolidates_reloads_and_samples[{stage}-{gpus}-{offload}-{compiled}]")
     with tempfile.TemporaryDirectory() as tmp:
         print(check_fits_in_one_process_leave_no_optimizer_state_on_the_card(Path(tmp)))
         print("PASSED test_fits_in_one_process_leave_no_optimizer_state_on_the_card")
     print(check_one_gpu_zero2_takes_the_one_process_shortcuts_and_skips_an_inf_step())
     print("PASSED test_one_gpu_zero2_takes_the_one_process_shortcuts_and_skips_an_inf_step")
+    print(check_one_process_zero3_keeps_weights_whole_compiles_as_one_graph_and_steps_as_zero2())
+    print("PASSED test_one_process_zero3_keeps_weights_whole_compiles_as_one_graph_and_steps_as_zero2")

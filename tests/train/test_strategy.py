@@ -87,14 +87,41 @@ def test_detect_hardware_names_the_device():
     assert hw.accelerator in ("cpu", "cuda") and hw.devices >= 1 and hw.name
 
 
-def test_compile_with_zero3_is_refused_in_one_line_naming_the_fix():
+def test_one_process_zero3_keeps_weights_whole_and_nothing_else_does(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_bf16_supported", lambda: True)
+
+    def whole(**plan) -> bool:
+        planned = plan_strategy(GPUS, zero_stage=plan.pop("zero_stage", 3), **plan)
+        threshold = deepspeed_config(planned)["zero_optimization"].get("stage3_param_persistence_threshold")
+        assert planned.whole_weights == (threshold is not None)  # the plan and DeepSpeed's config agree
+        return planned.whole_weights
+
+    assert whole(devices=1) and whole(devices=1, offload="optimizer")
+    assert not whole(devices=2)  # partitions of two are halves: ZeRO-3 gathers them
+    assert not whole(devices=1, offload="all")  # the weights live in CPU memory
+    assert not whole(devices=1, nodes=2)
+    assert not whole(zero_stage=2, devices=1)
+    assert not plan_strategy(CPU, zero_stage=3, devices=1).whole_weights
+
+
+def test_compile_with_zero3_needs_whole_weights_else_a_one_line_error_naming_the_fix(monkeypatch):
     from pydantic import ValidationError
 
     from aitp.train.config import TrainConfig
 
-    with pytest.raises(ValidationError, match="set compile: false or zero_stage: 2"):
-        TrainConfig(compile=True, zero_stage=3)
-    assert TrainConfig(compile=True, zero_stage=2).compile and TrainConfig(zero_stage=3).zero_stage == 3
+    monkeypatch.setattr("torch.cuda.is_bf16_supported", lambda: True)
+    fix = "set compile: false, zero_stage: 2, or devices: 1, nodes: 1 and offload: none or optimizer"
+    for refused in ({"devices": 2}, {"nodes": 2}, {"offload": "all"}):
+        with pytest.raises(ValidationError, match=fix):
+            TrainConfig(compile=True, zero_stage=3, **refused)
+    assert TrainConfig(compile=True, zero_stage=3, devices=1).compile  # one process: whole weights
+    assert TrainConfig(compile=True, zero_stage=3).compile  # devices auto: the plan decides on the machine
+    plan = plan_strategy(GPUS, zero_stage=3, devices=1, compile=True)
+    assert plan.whole_weights
+    with pytest.raises(StrategyError, match="set compile false, zero_stage 2, or devices 1"):
+        plan_strategy(GPUS, zero_stage=3, compile=True)  # auto: all four GPUs of this machine
+    assert plan_strategy(GPUS, zero_stage=3).devices == 4  # not compiled: ZeRO-3 over four gathers in hooks
+    assert plan_strategy(CPU, zero_stage=3, compile=True).name == "single"  # a CPU has no ZeRO
 
 
 def test_nodes_plan_ddp_on_cpu_and_launch_outside_a_process_group(monkeypatch):

@@ -156,6 +156,7 @@ def deepspeed_config(plan: StrategyPlan) -> dict[str, Any]:
     if plan.whole_weights:
         zero["stage3_param_persistence_threshold"] = sys.maxsize
         zero["stage3_model_persistence_threshold"] = sys.maxsize
+        zero["memory_efficient_linear"] = False  # its linear layer re-gathers weights for backward: none to gather
     return {
         "zero_optimization": zero,
         "train_micro_batch_size_per_gpu": plan.micro_batch_size,

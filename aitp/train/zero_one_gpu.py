@@ -26,8 +26,9 @@ every weight whole (`StrategyPlan.whole_weights`: DeepSpeed's persistence thresh
 and here the per-module hooks, which would only record and check, are removed. Without them
 torch.compile traces the network as one graph, as under ZeRO-2 (DeepSpeed's compiler-disabled hooks
 would break it at every module, and its partitioned placeholders fail the trace); the gradients still
-reach ZeRO-3's partitioned optimizer through its per-parameter hooks, and DeepSpeed gathers the whole
-weights again after each step and each checkpoint, as it does for any persistent weight.
+reach ZeRO-3's partitioned optimizer through its per-parameter hooks. DeepSpeed would also release
+every weight before each step and checkpoint and gather it back after (a Python call and an allocation
+a weight); instead each weight stays and takes its partition's new values in one fused copy.
 """
 
 from __future__ import annotations
@@ -147,6 +148,26 @@ def keep_weights_whole(optimizer: Any) -> None:
         raise RuntimeError(f"{len(weights) - len(persistent)} of {len(weights)} weights are not kept whole")
     offload._remove_module_hooks()
     persistent[0].all_gather(persistent)  # every weight whole before the first forward (no hook gathers it now)
+    optimizer._partition_all_parameters = _nothing_to_release
+    optimizer.persistent_parameters = []  # DeepSpeed's gather of each weight after a step or checkpoint: below
+    parts = [w.ds_tensor.view(w.ds_shape) for w in weights]
+    for name in ("_post_step", "checkpoint_event_epilogue"):
+        setattr(optimizer, name, _then_copy_partitions(getattr(optimizer, name), weights, parts))
+
+
+def _nothing_to_release() -> None:
+    """A ZeRO-3 optimizer's release of every weight before its step or checkpoint, where each stays whole."""
+
+
+def _then_copy_partitions(method: Any, weights: list[Tensor], parts: list[Tensor]) -> Any:
+    """`method`, after which each weight takes its partition's values (which the step or a loaded checkpoint
+    wrote) in one fused copy, rather than DeepSpeed's release and gather of each weight."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        torch._foreach_copy_([w.data for w in weights], parts)
+        return method(*args, **kwargs)
+
+    return run
 
 
 def _one_process(optimizer: Any) -> bool:

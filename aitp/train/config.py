@@ -95,7 +95,8 @@ class TrainConfig(BaseModel):
     compile: bool | CompileMode = False
     """Compile network and loss into one graph (torch.compile): pays on long runs on a GPU, where it fuses the
     norms and activations; the first steps (and each new sequence width) pay the compile time. A mode name picks
-    torch.compile's mode: reduce-overhead also replays each step as CUDA graphs (one recording per batch shape)."""
+    torch.compile's mode: reduce-overhead also replays each step as CUDA graphs (one recording per batch shape). With
+    zero_stage 3 only in one process with the parameters on the GPU, where ZeRO-3 keeps every weight whole."""
     lora: LoraConfig | None = None
     """Adapters for Hugging Face policies (None: full fine-tuning)."""
     seed: int = Field(0, ge=0, le=2**32 - 1)

@@ -134,7 +134,8 @@ def take_one_process_shortcuts(optimizer: Any) -> bool:
 
 
 def keep_weights_whole(optimizer: Any) -> None:
-    """Remove a one-process ZeRO-3 optimizer's per-module gather hooks, once every weight is whole and in place.
+    """Remove a one-process ZeRO-3 optimizer's per-module gather hooks, once every weight is whole and in place,
+    and have each weight take its partition's values in one fused copy where DeepSpeed would gather it.
 
     Raises `RuntimeError` where that does not hold (a weight left partitioned, several processes, offloaded
     parameters): the plan promised whole weights (a compiled step depends on them), so running on is wrong.
@@ -160,8 +161,8 @@ def _nothing_to_release() -> None:
 
 
 def _then_copy_partitions(method: Any, weights: list[Tensor], parts: list[Tensor]) -> Any:
-    """`method`, after which each weight takes its partition's values (which the step or a loaded checkpoint
-    wrote) in one fused copy, rather than DeepSpeed's release and gather of each weight."""
+    """`method`, run once each weight has taken its partition's values in one fused copy (the step or a loaded
+    checkpoint wrote the partitions before DeepSpeed calls it), rather than DeepSpeed's gather of each weight."""
 
     def run(*args: Any, **kwargs: Any) -> Any:
         torch._foreach_copy_([w.data for w in weights], parts)

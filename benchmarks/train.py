@@ -2,7 +2,7 @@
 
     python benchmarks/train.py [--model llama] [--arch 135M|360M|1.7B|13B] [--steps 50] [--warmup 10]
         [--batches 128,192] [--seq 512] [--compile reduce-overhead] [--lm-head fused] [--repeats 1] [--gpus 1]
-        [--strategies single,deepspeed,deepspeed-stock,deepspeed3,torch] [--offload none|optimizer|all]
+        [--strategies single,deepspeed,deepspeed-stock,deepspeed3,torch] [--offload none|optimizer|all] [--profile]
 
 Every run trains the same model from the same seed on the same synthetic token batches. All strategies
 but `torch` train through `aitp.train.module.PolicyModule` and the strategy that `aitp.train.strategy`
@@ -30,6 +30,11 @@ On the GPU the project's trainer attends through SDPA with no mask built (`aitp.
 whole square (`results/2026-11-29-train-profile.md`), unless `--attention causal` gives it the same attention.
 
 `--offload` moves the DeepSpeed strategies' optimizer state (or also ZeRO-3's parameters) to CPU memory.
+
+`--profile` runs the Lightning strategies' timed steps under torch's profiler (GPU activity only) and prints,
+per run, the step's wall time split into GPU kernel time by kind (`train_profile.py`'s kinds) and the rest, the
+GPU waiting for the host: where one strategy's step loses to another's. Those runs' rates carry the
+profiler's cost, so compare rates from runs without it.
 
 `--gpus N` (N > 1) starts the script again under `torch.distributed.run`, one process per GPU; every
 process trains its own batches (seeded by rank), tokens/s counts every process's tokens, and process 0
@@ -62,6 +67,7 @@ import time
 
 import plain_torch  # benchmarks/plain_torch.py: the hand-written reference step
 import torch
+import train_profile  # benchmarks/train_profile.py: GPU kernels by kind
 from model_sizes import ARCHITECTURES, llama_config
 from rollouts import matmul_tflops  # benchmarks/rollouts.py: the matmul peak
 
@@ -87,19 +93,29 @@ def rank() -> int:
 
 
 class Timer(pl.Callback):
-    """Wall time from the start of step `warmup` to the end of training, synchronised with the GPU."""
+    """Wall time from the start of step `warmup` to the end of training, synchronised with the GPU; with
+    `profile`, the GPU's kernel time by kind over those steps (torch's profiler, CUDA activity only)."""
 
-    def __init__(self, warmup: int) -> None:
+    def __init__(self, warmup: int, profile: bool = False) -> None:
         self.warmup, self.start, self.seconds = warmup, None, 0.0
+        self.profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) if profile else None
+        self.kernel_seconds: dict[str, float] = {}
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
         if trainer.global_step == self.warmup and self.start is None:
             torch.cuda.synchronize()
+            if self.profiler is not None:
+                self.profiler.__enter__()
             self.start = time.perf_counter()
 
     def on_train_end(self, trainer, module) -> None:
         torch.cuda.synchronize()
         self.seconds = time.perf_counter() - self.start
+        if self.profiler is not None:
+            self.profiler.__exit__(None, None, None)
+            for kernel, seconds in train_profile.kernels(self.profiler).items():
+                kind = train_profile.kernel_kind(kernel)
+                self.kernel_seconds[kind] = self.kernel_seconds.get(kind, 0.0) + seconds
 
 
 def batches(n: int, batch: int, seq: int, vocab: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:
@@ -148,7 +164,7 @@ def _run(strategy_name: str, compiled: bool | str, head: str, attention: str, ar
     data = batches(args.steps, args.batch, args.seq + (backend == "hf"), vocab, seed=rank())
     torch.cuda.reset_peak_memory_stats()
     train = train_plain_torch if strategy_name == "torch" else train_lightning
-    label, seconds, last_loss = train(strategy_name, model, backend, data, compiled, args)
+    label, seconds, last_loss, kernel_seconds = train(strategy_name, model, backend, data, compiled, args)
     tokens_per_s = args.gpus * (args.steps - args.warmup) * args.batch * args.seq / seconds
     row = {
         "strategy": label,
@@ -160,6 +176,8 @@ def _run(strategy_name: str, compiled: bool | str, head: str, attention: str, ar
         "flops_attn": (6 * params + 12 * layers * width * args.seq) * tokens_per_s,
         "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30,
         "loss": last_loss,
+        "kernel_ms_a_step": {kind: 1e3 * t / (args.steps - args.warmup) for kind, t in kernel_seconds.items()},
+        "step_ms": 1e3 * seconds / (args.steps - args.warmup),
     }
     del model, data
     release_memory()
@@ -173,8 +191,11 @@ def release_memory() -> None:
     torch.cuda.empty_cache()
 
 
-def train_lightning(name: str, model, backend: str, data: list, compiled: bool | str, args) -> tuple[str, float, float]:
-    """(row label, timed seconds, last loss) of `PolicyModule` under the Lightning strategy `name`."""
+def train_lightning(
+    name: str, model, backend: str, data: list, compiled: bool | str, args
+) -> tuple[str, float, float, dict[str, float]]:
+    """(row label, timed seconds, last loss, GPU seconds by kernel kind if `--profile`) of `PolicyModule` under the
+    Lightning strategy `name`."""
     hardware = Hardware("cuda", args.gpus, torch.cuda.get_device_name())
     zero = {"deepspeed": 2, "deepspeed-stock": 2, "deepspeed3": 3}.get(name, 0)
     plan = plan_strategy(
@@ -192,7 +213,7 @@ def train_lightning(name: str, model, backend: str, data: list, compiled: bool |
         strategy = build_strategy(plan)
     module = PolicyModule(model, backend, "sft", lr=1e-4, compile=compiled)
     loader = torch.utils.data.DataLoader(data, batch_size=None)
-    timer = Timer(args.warmup)
+    timer = Timer(args.warmup, args.profile)
     trainer = pl.Trainer(
         accelerator="cuda",
         devices=args.gpus,
@@ -210,20 +231,20 @@ def train_lightning(name: str, model, backend: str, data: list, compiled: bool |
     module.train()
     trainer.fit(module, train_dataloaders=loader)
     label = plan.describe().replace(f" on {args.gpus}xcuda", "") + (", stock" if name.endswith("stock") else "")
-    return label, timer.seconds, float(module.losses[-1])
+    return label, timer.seconds, float(module.losses[-1]), timer.kernel_seconds
 
 
 def train_plain_torch(
     name: str, model, backend: str, data: list, compiled: bool | str, args
-) -> tuple[str, float, float]:
-    """(row label, timed seconds, last loss) of the hand-written step of `plain_torch`."""
+) -> tuple[str, float, float, dict[str, float]]:
+    """(row label, timed seconds, last loss, no kernel times) of the hand-written step of `plain_torch`."""
     local = torch.cuda.current_device()
     model.to(f"cuda:{local}").train()
     ddp = args.gpus > 1
     step = plain_torch.training_step(model, backend, compile=compiled, autocast=torch.bfloat16, ddp=ddp)
     seconds, losses = plain_torch.timed_steps(step, data, args.warmup, torch.device("cuda", local))
     label = "torch" + (" DDP" if ddp else "") + " (bf16 autocast)"
-    return label, seconds, float(losses[-1])
+    return label, seconds, float(losses[-1]), {}  # (not profiled: its steps are timed by plain_torch)
 
 
 def is_plain(label: str) -> bool:
@@ -272,6 +293,23 @@ def table(rows: list[dict], args) -> None:
             f"{ratio(r['tokens_per_s'], plain)} | {ratio(r['tokens_per_s'], reference)} | "
             f"{r['peak_mem_gib']:.1f} GiB | {r['loss']:.3f} |"
         )
+    if args.profile:
+        profile_table(rows)
+
+
+def profile_table(rows: list[dict]) -> None:
+    """Per profiled run: the step's wall time, the GPU's kernel time by kind, and the rest (the GPU waiting)."""
+    kinds = sorted({kind for r in rows for kind in r["kernel_ms_a_step"]})
+    print("\nUnder the profiler (as were those runs' rates above), ms a step:\n")
+    print(f"| strategy | batch | step | {' | '.join(kinds)} | GPU idle |")
+    print("|---|---:|---:|" + "---:|" * (len(kinds) + 1))
+    for r in rows:
+        if not r["kernel_ms_a_step"]:
+            continue
+        busy = [r["kernel_ms_a_step"].get(kind, 0.0) for kind in kinds]
+        idle = r["step_ms"] - sum(busy)
+        cells = " | ".join(f"{ms:.1f}" for ms in busy)
+        print(f"| {r['strategy']} | {r['batch']} | {r['step_ms']:.1f} | {cells} | {idle:.1f} |")
 
 
 def runs(names: list[str], compiled: bool | str, head: str, attention: str, args) -> list[dict]:
@@ -359,6 +397,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--attention",
         default="default",
         help="comma-separated SDPA choice: default (torch's), flash (no cuDNN), causal (no mask for the reference)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="time the Lightning strategies' steps under torch's profiler: GPU time by kernel kind and idle",
     )
     parser.add_argument("--steps", type=int, default=50, help="optimizer steps per run")
     parser.add_argument("--warmup", type=int, default=10, help="steps not timed (allocator, compile, ZeRO buckets)")

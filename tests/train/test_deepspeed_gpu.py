@@ -238,8 +238,8 @@ def check_one_process_zero3_keeps_weights_whole_compiles_as_one_graph_and_steps_
     assert all(w.numel() > 0 for w in weights[3]), "a weight was left partitioned"
     diff = max(float((a - b).abs().max()) for a, b in zip(weights[2], weights[3]))
     loss_diff = max(abs(a - b) / a for a, b in zip(losses[2], losses[3]))
-    # fp32 both, the same steps up to the order of sums (compiled kernels), which AdamW's first steps, moving each
-    # weight by up to 1e-2 whatever the gradient's size, pass on to the weights (3 steps: up to 3e-2 apart).
+    # fp32 both: the same steps up to the order of sums (compiled kernels), which AdamW's first steps can pass on to
+    # a weight; a step missed or applied to a stale copy moves weights by up to 1e-2 (the rate) and fails here.
     assert diff <= 1e-3 and loss_diff <= 1e-4, (diff, losses)
     return {"losses": losses, "largest_weight_difference": diff, "graphs": graphs}
 

@@ -129,15 +129,17 @@ def batches(n: int, batch: int, seq: int, vocab: int, seed: int = 0) -> list[dic
 
 
 def build_model(args) -> tuple[torch.nn.Module, str, int, int, int]:
-    """(model, backend, vocab, layers, width) of `--model` (and `--arch`), seeded."""
+    """(model, backend, vocab, layers, width) of `--model` (and `--arch`), seeded, built on this process's GPU
+    (drawing 1.7B random weights on the host takes longer than the run's timed steps)."""
     torch.manual_seed(0)
-    if args.model == "tiny":
-        config = TinyConfig(n_layer=args.layers, n_head=args.heads, d_model=args.d_model, max_seq_len=args.seq)
-        return TinyTransformer(config), "tiny", 256, args.layers, args.d_model
-    from transformers import LlamaForCausalLM
+    with torch.device("cuda", torch.cuda.current_device()):
+        if args.model == "tiny":
+            config = TinyConfig(n_layer=args.layers, n_head=args.heads, d_model=args.d_model, max_seq_len=args.seq)
+            return TinyTransformer(config), "tiny", 256, args.layers, args.d_model
+        from transformers import LlamaForCausalLM
 
-    config = llama_config(args.arch)
-    return LlamaForCausalLM(config), "hf", config.vocab_size, config.num_hidden_layers, config.hidden_size
+        config = llama_config(args.arch)
+        return LlamaForCausalLM(config), "hf", config.vocab_size, config.num_hidden_layers, config.hidden_size
 
 
 def run(strategy_name: str, compiled: bool | str, head: str, attention: str, args) -> dict:

@@ -195,29 +195,32 @@ class Holder(torch.nn.Module):
 
 
 def check_one_process_zero3_keeps_weights_whole_compiles_as_one_graph_and_steps_as_zero2(device: str = "cuda") -> dict:
-    """ZeRO-3 in one process (`StrategyPlan.whole_weights`) on DeepSpeed's real optimizer: its per-module hooks
-    gone, torch.compile traces the network as one graph with no break, and the steps are ZeRO-2's, eager."""
+    """ZeRO-3 in one process (`StrategyPlan.whole_weights`, with the one-process shortcuts) on DeepSpeed's real
+    optimizer: its per-module hooks gone, torch.compile traces the network as one graph with no break, and the
+    steps (two micro-batches each, clipped) are those of DeepSpeed's own ZeRO-2, eager; an inf step is skipped."""
     import os
 
     import deepspeed
     import torch._dynamo.utils as dynamo_utils
 
     from aitp.train.strategy import Hardware, deepspeed_config, plan_strategy
-    from aitp.train.zero_one_gpu import keep_weights_whole
+    from aitp.train.zero_one_gpu import keep_weights_whole, take_one_process_shortcuts
 
     for key, value in {**ONE_PROCESS, "MASTER_PORT": "29534"}.items():
         os.environ.setdefault(key, value)
     one_gpu = Hardware("cuda", 1, "gpu")
     x = torch.randn(4, 256, device=device, generator=torch.Generator(device).manual_seed(0))
-    losses, weights, graphs = {}, {}, {}
+    losses, weights, graphs, skipped = {}, {}, {}, {}
     for stage in (2, 3):
-        plan = plan_strategy(one_gpu, zero_stage=stage, precision="32-true", devices=1, micro_batch_size=4)
+        plan = plan_strategy(one_gpu, zero_stage=stage, precision="32-true", devices=1, micro_batch_size=2)
         assert plan.whole_weights == (stage == 3)
+        config = deepspeed_config(plan) | {"gradient_accumulation_steps": 2, "gradient_clipping": 0.05}
         torch.manual_seed(0)
         model = Holder(torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 8)))
         optimizer = torch.optim.AdamW(model.to(device).parameters(), lr=1e-2)
-        engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=deepspeed_config(plan))
+        engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=config | {"train_batch_size": 4})
         if stage == 3:
+            assert take_one_process_shortcuts(engine.optimizer), "ZeRO-3 in one process did not take the shortcuts"
             keep_weights_whole(engine.optimizer)
             layers = list(model.net.modules())  # (the engine keeps its own hooks on the whole model)
             assert not any(m._forward_pre_hooks or m._forward_hooks for m in layers), "ZeRO-3's hooks are still there"
@@ -226,22 +229,31 @@ def check_one_process_zero3_keeps_weights_whole_compiles_as_one_graph_and_steps_
             model.run = torch.compile(model.run)  # as the trainer compiles its loss inside its LightningModule
         losses[stage] = []
         for _ in range(3):
-            loss = engine(x).pow(2).mean()
-            engine.backward(loss)
-            engine.step()
-            losses[stage].append(float(loss))
+            for half in (x[:2], x[2:]):  # the second micro-batch's gradients add to the first's
+                loss = engine(half).pow(2).mean()
+                engine.backward(loss)
+                engine.step()
+                losses[stage].append(float(loss))
         weights[stage] = [p.detach().float().clone() for p in engine.module.parameters()]
+        for half in (x[:2], x[2:]):
+            engine.backward(engine(half).pow(2).mean() * float("inf"))  # every gradient inf or NaN
+            engine.step()
+        skipped[stage] = all(
+            torch.equal(w, p.detach().float()) for w, p in zip(weights[stage], engine.module.parameters())
+        )
         if stage == 3:
             graphs = {"breaks": dict(dynamo_utils.counters["graph_break"]), **dynamo_utils.counters["stats"]}
         engine.destroy()
     assert graphs["breaks"] == {} and graphs["unique_graphs"] == 1, graphs
+    assert skipped == {2: True, 3: True}, skipped
     assert all(w.numel() > 0 for w in weights[3]), "a weight was left partitioned"
     diff = max(float((a - b).abs().max()) for a, b in zip(weights[2], weights[3]))
     loss_diff = max(abs(a - b) / a for a, b in zip(losses[2], losses[3]))
-    # fp32 both: the same steps up to the order of sums (compiled kernels), which AdamW's first steps can pass on to
-    # a weight; a step missed or applied to a stale copy moves weights by up to 1e-2 (the rate) and fails here.
+    # fp32 both: the same steps up to the order of sums (compiled kernels) and the clipping norm's float32 against
+    # ZeRO-2's float64, which AdamW's first steps can pass on to a weight; a step missed, applied to a stale copy or
+    # to one micro-batch's gradients moves weights by up to 1e-2 (the rate) and fails here.
     assert diff <= 1e-3 and loss_diff <= 1e-4, (diff, losses)
-    return {"losses": losses, "largest_weight_difference": diff, "graphs": graphs}
+    return {"losses": losses, "largest_weight_difference": diff, "graphs": graphs, "inf_skipped": skipped}
 
 
 if pytest is not None:

@@ -75,6 +75,7 @@ from aitp.policies.tiny import TinyConfig, TinyTransformer
 from aitp.train import logprobs
 from aitp.train.attention import use_causal_sdpa
 from aitp.train.module import PolicyModule, pl
+from aitp.train.run import destroy_engine
 from aitp.train.strategy import Hardware, build_strategy, deepspeed_config, in_launched_process, plan_strategy
 
 STRATEGIES = ("single", "deepspeed", "deepspeed-stock", "deepspeed3", "torch")
@@ -231,7 +232,11 @@ def train_lightning(
         callbacks=[timer],
     )
     module.train()
-    trainer.fit(module, train_dataloaders=loader)
+    try:
+        trainer.fit(module, train_dataloaders=loader)
+    finally:
+        if plan.deepspeed:  # otherwise the engine keeps its model and optimizer state into the next run
+            destroy_engine(trainer)
     label = plan.describe().replace(f" on {args.gpus}xcuda", "") + (", stock" if name.endswith("stock") else "")
     return label, timer.seconds, float(module.losses[-1]), timer.kernel_seconds
 

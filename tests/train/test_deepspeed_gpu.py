@@ -123,14 +123,16 @@ def check_zero_bf16_trains_consolidates_reloads_and_samples(
     }
 
 
-def check_fits_in_one_process_leave_no_optimizer_state_on_the_card(tmp: Path) -> dict:
-    """The loop trains in its own process every iteration: what a ZeRO-2 fit leaves allocated must not grow."""
+def check_fits_in_one_process_leave_no_optimizer_state_on_the_card(tmp: Path, zero_stage: int = 2) -> dict:
+    """The loop trains in its own process every iteration: what a ZeRO fit leaves allocated must not grow."""
     torch.manual_seed(0)
     model = TinyTransformer(BIG)
     params = model.num_params()
     base = save_checkpoint(tmp / "base", model)
     del model
-    config = TrainConfig(steps=3, batch_size=8, lr=3e-4, max_len=64, zero_stage=2, precision="bf16-mixed", devices=1)
+    config = TrainConfig(
+        steps=3, batch_size=8, lr=3e-4, max_len=64, zero_stage=zero_stage, precision="bf16-mixed", devices=1
+    )
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     left = []
@@ -139,7 +141,7 @@ def check_fits_in_one_process_leave_no_optimizer_state_on_the_card(tmp: Path) ->
         left.append(torch.cuda.memory_allocated() - before)
     state = 14 * params  # bf16 weights, fp32 master copies, Adam's two moments: what a leaked optimizer holds
     assert max(left) < 0.1 * state, (left, state)
-    return {"params": params, "left_after_each_fit_mib": [round(b / 2**20, 1) for b in left]}
+    return {"zero_stage": zero_stage, "params": params, "left_after_each_fit_mib": [round(b / 2**20, 1) for b in left]}
 
 
 def check_one_gpu_zero2_takes_the_one_process_shortcuts_and_skips_an_inf_step() -> dict:
@@ -281,9 +283,10 @@ if pytest is not None:
 
     @pytest.mark.gpu
     @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-    def test_fits_in_one_process_leave_no_optimizer_state_on_the_card(tmp_path):
+    @pytest.mark.parametrize("zero_stage", [2, 3])
+    def test_fits_in_one_process_leave_no_optimizer_state_on_the_card(tmp_path, zero_stage):
         pytest.importorskip("deepspeed")
-        print(check_fits_in_one_process_leave_no_optimizer_state_on_the_card(tmp_path))
+        print(check_fits_in_one_process_leave_no_optimizer_state_on_the_card(tmp_path, zero_stage))
 
 
 if __name__ == "__main__":

@@ -214,7 +214,7 @@ def train_lightning(
         strategy = pl.strategies.DeepSpeedStrategy(config=deepspeed_config(plan))
     else:
         strategy = build_strategy(plan)
-    module = PolicyModule(model, backend, "sft", lr=1e-4, compile=compiled)
+    module = PolicyModule(model, backend, "sft", lr=1e-4, compile=compiled, compile_blocks=plan.compile_blocks)
     loader = torch.utils.data.DataLoader(data, batch_size=None)
     timer = Timer(args.warmup, args.profile)
     trainer = pl.Trainer(

@@ -96,7 +96,9 @@ class TrainConfig(BaseModel):
     """Compile network and loss into one graph (torch.compile): pays on long runs on a GPU, where it fuses the
     norms and activations; the first steps (and each new sequence width) pay the compile time. A mode name picks
     torch.compile's mode: reduce-overhead also replays each step as CUDA graphs (one recording per batch shape). With
-    zero_stage 3 only in one process with the parameters on the GPU, where ZeRO-3 keeps every weight whole."""
+    zero_stage 3 the parameters stay on the GPU (offload none or optimizer): in one process ZeRO-3 keeps every weight
+    whole and the graph is the same; across several GPUs or nodes each decoder block is one graph, its weights
+    gathered on entry, and reduce-overhead is refused."""
     lora: LoraConfig | None = None
     """Adapters for Hugging Face policies (None: full fine-tuning)."""
     seed: int = Field(0, ge=0, le=2**32 - 1)
@@ -117,13 +119,17 @@ class TrainConfig(BaseModel):
             raise ValueError("distinct_completions selects sft examples: remove it for grpo")
         if self.objective == "grpo" and self.data_iterations != "current":
             raise ValueError("grpo trains on the rollouts its base model sampled: set data_iterations current")
-        several = self.nodes > 1 or (self.devices != "auto" and self.devices > 1)
-        if self.compile and self.zero_stage == 3 and (several or self.offload == "all"):
-            # Compiled ZeRO-3 needs whole weights: one process, parameters on the GPU (`StrategyPlan.whole_weights`);
-            # elsewhere it gathers partitioned weights in hooks around each module, which torch.compile cannot trace
+        if self.compile and self.zero_stage == 3 and self.offload == "all":
+            # Compiled ZeRO-3 traces weights on the GPU: whole in one process, gathered block by block across
+            # several (`StrategyPlan.whole_weights`, `StrategyPlan.compile_blocks`); offloaded, they live on the CPU
             raise ValueError(
-                "compile with ZeRO-3 runs in one process with parameters on the GPU: set compile: false, "
-                "zero_stage: 2, or devices: 1, nodes: 1 and offload: none or optimizer"
+                "compile with ZeRO-3 needs the parameters on the GPU: set compile: false, or offload: none or optimizer"
+            )
+        several = self.nodes > 1 or (self.devices != "auto" and self.devices > 1)
+        if self.compile == "reduce-overhead" and self.zero_stage == 3 and several:
+            raise ValueError(  # a CUDA graph replays the addresses it recorded; ZeRO-3 gathers weights anew each step
+                "compile: reduce-overhead replays fixed weight addresses, which ZeRO-3 across several GPUs does not "
+                "keep: set compile: true"
             )
         unused = [k for k in GRPO_DEFAULTS if k in self.model_fields_set and self.objective != "grpo"]
         if unused:

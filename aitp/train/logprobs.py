@@ -5,7 +5,8 @@ On CUDA a Hugging Face policy with a plain output layer (logits = hidden @ W^T) 
 gradient (softmax minus the one-hot target, times the position's weight) is formed at once, so the full
 logits never exist. At a vocabulary of 49,152 those are 3.2 GB in bf16 at 64 x 512 tokens, and twice that
 once cast to fp32 for the loss: written, read back for the loss and again for its gradient. The CPU keeps
-the plain head and its exact arithmetic.
+the plain head and its exact arithmetic. No key/value cache is built: nothing reads it here, and a cache
+handed to every layer would make a network compiled block by block recompile for each layer.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ def token_logprobs(
     if backend == "tiny":
         return model.token_logprobs(input_ids)  # right padding never precedes a real token
     if not (input_ids.is_cuda if fast is None else fast):  # the CPU keeps its exact arithmetic
-        logits = model(input_ids=input_ids[:, :-1], attention_mask=attention_mask[:, :-1].long()).logits
+        mask = attention_mask[:, :-1].long()
+        logits = model(input_ids=input_ids[:, :-1], attention_mask=mask, use_cache=False).logits
         return -F.cross_entropy(logits.float().transpose(1, 2), input_ids[:, 1:], reduction="none")
     # No mask: rows are right-padded, so causal attention alone gives every real token the same context, and
     # SDPA takes its flash kernel (a mask forces a slower one). The loss reads the vocabulary contiguously.
-    logits = model(input_ids=input_ids[:, :-1]).logits
+    logits = model(input_ids=input_ids[:, :-1], use_cache=False).logits
     nll = F.cross_entropy(logits.float().flatten(0, 1), input_ids[:, 1:].flatten(), reduction="none")
     return -nll.view(input_ids.shape[0], -1)
 
@@ -53,7 +55,7 @@ def sft_nll(model: nn.Module, backend: str, batch: dict[str, Tensor], fast: bool
         weights = batch["target_mask"][:, 1:].to(logp.dtype)
         return -(logp * weights).sum() / weights.sum().clamp(min=1.0)
     decoder, output = head
-    hidden = decoder(input_ids=ids[:, :-1]).last_hidden_state  # no mask: as in `token_logprobs`' GPU path
+    hidden = decoder(input_ids=ids[:, :-1], use_cache=False).last_hidden_state  # no mask: as in the GPU path above
     weights = batch["target_mask"][:, 1:].float()
     weights = weights / weights.sum().clamp(min=1.0)
     return linear_nll(hidden.flatten(0, 1), output.weight, ids[:, 1:].flatten(), weights.flatten())

@@ -269,6 +269,17 @@ def sampled_token_logprobs(
     return references, (gap_sum / tokens if tokens else float("nan")), tokens
 
 
+def repeated_blocks(network: nn.Module) -> list[nn.Module]:
+    """The network's repeated blocks (a transformer's layers): the longest list of modules of one class.
+
+    Raises `TrainDataError` for a network with none, which cannot be compiled block by block.
+    """
+    lists = [m for m in network.modules() if isinstance(m, nn.ModuleList) and len(m) and len({type(b) for b in m}) == 1]
+    if not lists:
+        raise TrainDataError(f"{type(network).__name__} has no list of repeated blocks to compile one by one")
+    return list(max(lists, key=len))
+
+
 class PolicyModule(pl.LightningModule):
     """Trains `model` with the sft, dpo or grpo objective; `losses` keeps one loss per micro-batch."""
 
@@ -284,6 +295,7 @@ class PolicyModule(pl.LightningModule):
         compile: bool | str = False,
         grpo_clip_eps: float = 0.2,
         grpo_kl_beta: float = 0.0,
+        compile_blocks: bool = False,
     ) -> None:
         super().__init__()
         if objective not in ("sft", "dpo", "grpo"):
@@ -294,7 +306,7 @@ class PolicyModule(pl.LightningModule):
         self.model = model
         self.backend, self.objective = backend, objective
         self.lr, self.weight_decay, self.warmup_steps, self.dpo_beta = lr, weight_decay, warmup_steps, dpo_beta
-        self.compile = compile
+        self.compile, self.compile_blocks = compile, compile_blocks
         self.grpo_clip_eps, self.grpo_kl_beta = grpo_clip_eps, grpo_kl_beta
         self.losses: list[Tensor] = []
         self._loss_fn: Callable[[dict[str, Tensor]], Tensor] | None = None
@@ -312,11 +324,15 @@ class PolicyModule(pl.LightningModule):
             self._attention_before = None
 
     def _loss(self, batch: dict[str, Tensor]) -> Tensor:
-        """The objective's loss; with `compile`, one compiled graph of network and loss (fused norms and loss)."""
+        """The objective's loss; with `compile`, one compiled graph of network and loss (fused norms and loss), or
+        with `compile_blocks` (ZeRO-3 gathering weights between blocks) one graph per repeated block."""
         if self._loss_fn is None:
             fn = {"sft": self.sft_loss, "dpo": self.dpo_loss, "grpo": self.grpo_loss}[self.objective]
             mode = self.compile if isinstance(self.compile, str) else None
-            self._loss_fn = torch.compile(fn, mode=mode) if self.compile else fn
+            if self.compile and self.compile_blocks:
+                for block in repeated_blocks(self.model):  # one graph, reused by every block of the same code
+                    block.forward = torch.compile(block.forward, mode=mode)
+            self._loss_fn = torch.compile(fn, mode=mode) if self.compile and not self.compile_blocks else fn
         if self.compile == "reduce-overhead":  # a new step: the graphs' outputs of the last one may be reused
             torch.compiler.cudagraph_mark_step_begin()
         return self._loss_fn(batch)

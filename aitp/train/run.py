@@ -204,7 +204,7 @@ def _fit(
     encoded = encode_examples(trainable, examples, config.objective, config.max_len)
     plan = plan_for(config)
     references, gap = _references(trainable, encoded, config, plan)
-    module = _policy_module(trainable, config)
+    module = _policy_module(trainable, config, plan)
     loader = _loader(encoded, references, trainable.pad_id, config)
     ckpt_path, done = _resume_point(base, config, plan)
     loaded = time.perf_counter()
@@ -235,7 +235,7 @@ def _references(
     return None, None
 
 
-def _policy_module(trainable: Trainable, config: TrainConfig) -> PolicyModule:
+def _policy_module(trainable: Trainable, config: TrainConfig, plan: StrategyPlan) -> PolicyModule:
     """The Lightning module that trains the loaded model under the config's objective and optimizer."""
     return PolicyModule(
         trainable.model,
@@ -248,6 +248,7 @@ def _policy_module(trainable: Trainable, config: TrainConfig) -> PolicyModule:
         config.compile,
         config.grpo_clip_eps,
         config.grpo_kl_beta,
+        plan.compile_blocks,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -56,6 +56,10 @@ class StrategyPlan:
     micro_batch_size: int = 1
     nodes: int = 1
     """Machines, one launcher agent each; `devices` is per machine."""
+    compile_blocks: bool = False
+    """Compiled ZeRO-3 whose weights are partitioned (several processes): one graph per repeated block of the
+    network, each block gathering its weights at once on entry (`aitp.train.zero_one_gpu`), rather than one graph
+    of network and loss, which cannot hold DeepSpeed's gathers."""
 
     @property
     def deepspeed(self) -> bool:
@@ -94,12 +98,19 @@ def plan_strategy(
     if offload == "all" and zero_stage != 3:
         raise StrategyError(f"offload=all moves parameters to CPU, which needs ZeRO stage 3 (got {zero_stage})")
     plan = _plan(hardware, zero_stage, offload, precision, devices, micro_batch_size, nodes)
-    if compile and plan.deepspeed and plan.zero_stage == 3 and not plan.whole_weights:
+    if not (compile and plan.deepspeed and plan.zero_stage == 3) or plan.whole_weights:
+        return plan
+    if plan.offload == "all":
         raise StrategyError(
-            f"compile with ZeRO-3 needs whole weights, one process with parameters on the GPU (this plan: "
-            f"{plan.describe()}): set compile false, zero_stage 2, or devices 1, nodes 1 and offload none or optimizer"
+            f"compile with ZeRO-3 needs the parameters on the GPU (this plan: {plan.describe()}): "
+            f"set compile false, or offload none or optimizer"
         )
-    return plan
+    if compile == "reduce-overhead":
+        raise StrategyError(
+            f"compile reduce-overhead replays fixed weight addresses, which ZeRO-3 across processes does not keep "
+            f"(this plan: {plan.describe()}): set compile true"
+        )
+    return replace(plan, compile_blocks=True)
 
 
 def _plan(
@@ -180,4 +191,6 @@ def build_strategy(plan: StrategyPlan) -> Any:
         ) from exc
     from aitp.train.zero_one_gpu import ZeroStrategy
 
-    return ZeroStrategy(config=deepspeed_config(plan), whole_weights=plan.whole_weights)
+    return ZeroStrategy(
+        config=deepspeed_config(plan), whole_weights=plan.whole_weights, gather_by_block=plan.compile_blocks
+    )

@@ -38,6 +38,11 @@ gradient at a time in float64. Here each gradient goes straight to its place in 
 converting copy, or an add within an accumulation), the optimizer steps on that buffer's span in place,
 and the norm is the fused one above. What a step no longer does is several full passes over the fp32
 gradients and their allocations: at 1.7B parameters, tens of GB of memory traffic.
+
+Over several processes ZeRO-3's weights are partitioned and gathered around each module. Compiled, the
+network is then one graph per repeated block (`StrategyPlan.compile_blocks`), and each block is what
+DeepSpeed calls a leaf: its weights gathered at once as it is entered, none of its inner layers hooked,
+so the compiled block holds no gather and traces as one graph, the same for every block.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from aitp.train.module import pl
+from aitp.train.module import pl, repeated_blocks
 
 
 def gradient_norms(grads: list[Tensor]) -> Tensor:
@@ -256,13 +261,19 @@ def _one_process(optimizer: Any) -> bool:
 
 class ZeroStrategy(pl.strategies.DeepSpeedStrategy):
     """Lightning's DeepSpeed strategy; once built, a one-process ZeRO optimizer takes the shortcuts, and with
-    `whole_weights` (a one-process ZeRO-3 plan) drops the per-module gathers."""
+    `whole_weights` (a one-process ZeRO-3 plan) drops the per-module gathers. With `gather_by_block` (compiled
+    ZeRO-3 across processes) each repeated block of the network gathers its weights at once on entry, rather than
+    each layer inside it, so that a compiled block holds no gather (`StrategyPlan.compile_blocks`)."""
 
-    def __init__(self, *args: Any, whole_weights: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, whole_weights: bool = False, gather_by_block: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.whole_weights = whole_weights
+        self.whole_weights, self.gather_by_block = whole_weights, gather_by_block
 
     def setup(self, trainer: Any) -> None:
+        if self.gather_by_block:  # before DeepSpeed sets its hooks on the modules
+            from deepspeed.utils import set_z3_leaf_modules
+
+            set_z3_leaf_modules(trainer.lightning_module, [type(repeated_blocks(trainer.lightning_module)[0])])
         super().setup(trainer)
         optimizer = getattr(self.model, "optimizer", None)  # the DeepSpeed engine's, once set up
         self.one_process_shortcuts = take_one_process_shortcuts(optimizer)

@@ -37,8 +37,10 @@ ZERO_PLANS = [
     (3, 1, "optimizer", False),
     (2, 2, "none", False),
     (3, 2, "none", False),
+    (3, 2, "none", True),
 ]
-"""(ZeRO stage, GPUs, offload, compile) of each fit checked; plans of two GPUs are skipped on a machine of one."""
+"""(ZeRO stage, GPUs, offload, compile) of each fit checked; plans of two GPUs are skipped on a machine of one.
+Compiled ZeRO-3 on one GPU keeps its weights whole; on two it compiles block by block (`StrategyPlan`)."""
 ONE_PROCESS = {"MASTER_ADDR": "127.0.0.1", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
 """The environment of a process group of one, for the checks that call `deepspeed.initialize` themselves."""
 WORDS = ["banana", "gradient", "champion", "lakehouse", "verifier", "theorem", "rollout", "tactic"]

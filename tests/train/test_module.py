@@ -26,3 +26,38 @@ def test_the_config_offers_the_modes_the_module_takes():
 
     offered = {a for arg in get_args(TrainConfig.model_fields["compile"].annotation) for a in get_args(arg) or [arg]}
     assert offered - {bool} == set(COMPILE_MODES)
+
+
+def test_repeated_blocks_are_the_longest_list_of_modules_of_one_class():
+    import torch
+
+    from aitp.policies.tiny import TinyConfig, TinyTransformer
+    from aitp.train.module import repeated_blocks
+
+    llama = tiny_llama()
+    assert repeated_blocks(llama) == list(llama.model.layers) and len(llama.model.layers) == 2
+    tiny = TinyTransformer(TinyConfig(n_layer=3, n_head=2, d_model=32, max_seq_len=16))
+    assert repeated_blocks(PolicyModule(tiny, "tiny")) == list(tiny.blocks)  # found inside the Lightning module
+    with pytest.raises(TrainDataError, match="Sequential has no list of repeated blocks"):
+        repeated_blocks(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+
+
+def test_compiling_by_block_traces_one_graph_for_every_block_and_computes_the_eager_loss():
+    import torch
+    import torch._dynamo.utils as dynamo_utils
+
+    torch.manual_seed(0)
+    ids = torch.randint(3, 200, (2, 12))
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "target_mask": torch.ones_like(ids)}
+    eager = PolicyModule(tiny_llama(), "hf")._loss(batch)
+    torch._dynamo.reset()
+    dynamo_utils.counters.clear()
+    module = PolicyModule(tiny_llama(), "hf", compile=True, compile_blocks=True)  # the same seeded weights
+    loss = module._loss(batch)
+    loss.backward()
+    stats = dict(dynamo_utils.counters["stats"])
+    assert stats.get("unique_graphs") == 1 and not dynamo_utils.counters["graph_break"], dict(dynamo_utils.counters)
+    assert all(
+        callable(getattr(block.forward, "_torchdynamo_orig_callable", None)) for block in module.model.model.layers
+    )
+    assert torch.allclose(loss, eager, rtol=1e-5), (float(loss), float(eager))

@@ -104,24 +104,40 @@ def test_one_process_zero3_keeps_weights_whole_and_nothing_else_does(monkeypatch
     assert not plan_strategy(CPU, zero_stage=3, devices=1).whole_weights
 
 
-def test_compile_with_zero3_needs_whole_weights_else_a_one_line_error_naming_the_fix(monkeypatch):
+def test_compiled_zero3_keeps_weights_whole_in_one_process_and_compiles_by_block_across_several(monkeypatch):
+
+    from aitp.train.config import TrainConfig
+
+    monkeypatch.setattr("torch.cuda.is_bf16_supported", lambda: True)
+    one = plan_strategy(GPUS, zero_stage=3, devices=1, compile=True)
+    assert one.whole_weights and not one.compile_blocks  # one graph of network and loss, as without ZeRO
+    for several in ({"devices": 2}, {"devices": "auto"}, {"devices": 1, "nodes": 2}):
+        plan = plan_strategy(GPUS, zero_stage=3, compile=True, **several)
+        assert plan.compile_blocks and not plan.whole_weights, several
+        assert not plan_strategy(GPUS, zero_stage=3, **several).compile_blocks  # eager: nothing to compile
+    assert not plan_strategy(GPUS, zero_stage=2, devices=2, compile=True).compile_blocks  # ZeRO-2: weights whole
+    assert (
+        TrainConfig(compile=True, zero_stage=3, devices=2).compile and TrainConfig(compile=True, zero_stage=3).compile
+    )
+    assert plan_strategy(CPU, zero_stage=3, compile=True).name == "single"  # a CPU has no ZeRO
+
+
+def test_compiled_zero3_refuses_offloaded_weights_and_cuda_graphs_across_processes_in_one_line(monkeypatch):
     from pydantic import ValidationError
 
     from aitp.train.config import TrainConfig
 
     monkeypatch.setattr("torch.cuda.is_bf16_supported", lambda: True)
-    fix = "set compile: false, zero_stage: 2, or devices: 1, nodes: 1 and offload: none or optimizer"
-    for refused in ({"devices": 2}, {"nodes": 2}, {"offload": "all"}):
-        with pytest.raises(ValidationError, match=fix):
-            TrainConfig(compile=True, zero_stage=3, **refused)
-    assert TrainConfig(compile=True, zero_stage=3, devices=1).compile  # one process: whole weights
-    assert TrainConfig(compile=True, zero_stage=3).compile  # devices auto: the plan decides on the machine
-    plan = plan_strategy(GPUS, zero_stage=3, devices=1, compile=True)
-    assert plan.whole_weights
-    with pytest.raises(StrategyError, match="set compile false, zero_stage 2, or devices 1"):
-        plan_strategy(GPUS, zero_stage=3, compile=True)  # auto: all four GPUs of this machine
-    assert plan_strategy(GPUS, zero_stage=3).devices == 4  # not compiled: ZeRO-3 over four gathers in hooks
-    assert plan_strategy(CPU, zero_stage=3, compile=True).name == "single"  # a CPU has no ZeRO
+    with pytest.raises(ValidationError, match="set compile: false, or offload: none or optimizer"):
+        TrainConfig(compile=True, zero_stage=3, offload="all")
+    with pytest.raises(StrategyError, match="set compile false, or offload none or optimizer"):
+        plan_strategy(GPUS, zero_stage=3, devices=1, offload="all", compile=True)
+    for several in ({"devices": 2}, {"nodes": 2}):
+        with pytest.raises(ValidationError, match="set compile: true"):
+            TrainConfig(compile="reduce-overhead", zero_stage=3, **several)
+    with pytest.raises(StrategyError, match="set compile true"):
+        plan_strategy(GPUS, zero_stage=3, compile="reduce-overhead")  # auto: all four GPUs of this machine
+    assert plan_strategy(GPUS, zero_stage=3, devices=1, compile="reduce-overhead").whole_weights  # fixed addresses
 
 
 def test_nodes_plan_ddp_on_cpu_and_launch_outside_a_process_group(monkeypatch):

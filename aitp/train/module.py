@@ -330,7 +330,13 @@ class PolicyModule(pl.LightningModule):
             fn = {"sft": self.sft_loss, "dpo": self.dpo_loss, "grpo": self.grpo_loss}[self.objective]
             mode = self.compile if isinstance(self.compile, str) else None
             if self.compile and self.compile_blocks:
-                for block in repeated_blocks(self.model):  # one graph, reused by every block of the same code
+                blocks = repeated_blocks(self.model)
+                # One graph serves every block where the guards allow; under DeepSpeed they can hold each weight's
+                # id (seen with torch 2.11 on two H200s), and past dynamo's limit of graphs for one code object
+                # (8) the other blocks would run eager: the limit covers every block, twice (a new batch shape).
+                dynamo = torch._dynamo.config
+                dynamo.recompile_limit = max(dynamo.recompile_limit, 2 * len(blocks))
+                for block in blocks:
                     block.forward = torch.compile(block.forward, mode=mode)
             self._loss_fn = torch.compile(fn, mode=mode) if self.compile and not self.compile_blocks else fn
         if self.compile == "reduce-overhead":  # a new step: the graphs' outputs of the last one may be reused

@@ -61,3 +61,31 @@ def test_compiling_by_block_traces_one_graph_for_every_block_and_computes_the_ea
         callable(getattr(block.forward, "_torchdynamo_orig_callable", None)) for block in module.model.model.layers
     )
     assert torch.allclose(loss, eager, rtol=1e-5), (float(loss), float(eager))
+
+
+def test_compiling_by_block_keeps_every_block_compiled_when_each_needs_its_own_graph(monkeypatch):
+    """Under DeepSpeed a block's guards can hold its weights' ids (torch 2.11 on two H200s), so each block compiles
+    its own graph, and past dynamo's limit for one code object (8) the later blocks would run eager. DeepSpeed is
+    not installed here: each block carries an id of its own that its forward reads, which guards the same way."""
+    import torch
+    import torch._dynamo.utils as dynamo_utils
+
+    from aitp.policies.tiny import TinyConfig, TinyTransformer
+    from aitp.policies.tiny import model as tiny_model
+
+    untagged = tiny_model.Block.forward
+
+    def tagged(self, x, *args):
+        return untagged(self, x + 0.0 * self.tag, *args)
+
+    monkeypatch.setattr(tiny_model.Block, "forward", tagged)
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)
+    tiny = TinyTransformer(TinyConfig(n_layer=12, n_head=2, d_model=32, max_seq_len=16))
+    for tag, block in enumerate(tiny.blocks):
+        block.tag = tag
+    torch._dynamo.reset()
+    dynamo_utils.counters.clear()
+    ids = torch.randint(3, 200, (2, 12))
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "target_mask": torch.ones_like(ids)}
+    PolicyModule(tiny, "tiny", compile=True, compile_blocks=True)._loss(batch)
+    assert dynamo_utils.counters["stats"]["unique_graphs"] == 12, dict(dynamo_utils.counters)

@@ -170,6 +170,10 @@ def deepspeed_config(plan: StrategyPlan) -> dict[str, Any]:
         zero["memory_efficient_linear"] = False  # its linear layer re-gathers weights for backward: none to gather
     return {
         "zero_optimization": zero,
+        # DeepSpeed's throughput timer (its samples/s log line) synchronizes the device as each forward starts and
+        # each step ends when, as under Lightning, DeepSpeed does not own the data loader: the GPU waits out the
+        # host's work between steps twice a step. The fit's own record times the steps.
+        "timers": {"throughput": {"enabled": False}},
         "train_micro_batch_size_per_gpu": plan.micro_batch_size,
         # A torch optimizer (see PolicyModule) rather than DeepSpeed's JIT-built ones.
         "zero_allow_untested_optimizer": True,

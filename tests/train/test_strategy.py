@@ -148,3 +148,9 @@ def test_nodes_plan_ddp_on_cpu_and_launch_outside_a_process_group(monkeypatch):
     gpu = plan_strategy(Hardware("cuda", 1, "H200"), zero_stage=2, precision="bf16-mixed", nodes=2)
     assert (gpu.name, gpu.nodes, gpu.needs_launch) == ("deepspeed", 2, True)
     assert deepspeed_config(gpu)["zero_optimization"]["overlap_comm"]  # gradients cross machines: not one process
+
+
+def test_no_zero_plan_has_deepspeed_synchronize_the_device_for_its_throughput_log():
+    for stage, devices in ((2, 1), (3, 1), (3, 2)):
+        config = deepspeed_config(plan_strategy(GPUS, zero_stage=stage, devices=devices))
+        assert config["timers"] == {"throughput": {"enabled": False}}, (stage, devices)

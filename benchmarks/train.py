@@ -9,7 +9,7 @@ but `torch` train through `aitp.train.module.PolicyModule` and the strategy that
 builds, in bf16 (`bf16-mixed`: the plain run autocasts over fp32 weights; DeepSpeed keeps bf16 weights
 with fp32 master copies): `single` is Lightning's plain strategy (DDP over several GPUs), `deepspeed`
 ZeRO-2, `deepspeed3` ZeRO-3 (both as `aitp.train.strategy` builds them), and `deepspeed-stock` ZeRO-2 as
-DeepSpeed itself steps it, without the shortcuts `aitp.train.zero_one_gpu` takes in one process, so that
+DeepSpeed itself steps it, without the shortcuts `aitp.train.zero` takes in one process, so that
 their worth is measured in the same run. `torch` is plain PyTorch, no Lightning and no DeepSpeed
 (`benchmarks/plain_torch.py`): bf16 autocast over fp32 weights, the same loss, torch.compile in the same
 mode, fused AdamW, clipping 1.0, DistributedDataParallel over several GPUs; each row's "vs torch" is

@@ -58,7 +58,7 @@ class StrategyPlan:
     """Machines, one launcher agent each; `devices` is per machine."""
     compile_blocks: bool = False
     """Compiled ZeRO-3 whose weights are partitioned (several processes): one graph per repeated block of the
-    network, each block gathering its weights at once on entry (`aitp.train.zero_one_gpu`), rather than one graph
+    network, each block gathering its weights at once on entry (`aitp.train.zero`), rather than one graph
     of network and loss, which cannot hold DeepSpeed's gathers."""
 
     @property
@@ -68,7 +68,7 @@ class StrategyPlan:
     @property
     def whole_weights(self) -> bool:
         """ZeRO-3 in one process with the parameters on the GPU: a partition of one is the whole parameter, so every
-        parameter stays whole and nothing is gathered around each module (`aitp.train.zero_one_gpu`)."""
+        parameter stays whole and nothing is gathered around each module (`aitp.train.zero`)."""
         one_process = self.devices == 1 and self.nodes == 1
         return self.deepspeed and self.zero_stage == 3 and self.offload != "all" and one_process
 
@@ -148,7 +148,7 @@ def deepspeed_config(plan: StrategyPlan) -> dict[str, Any]:
     the rates). Offload keeps the copies (DeepSpeed requires them), as does stage 3, whose partitioning
     goes through the buckets. bf16 keeps DeepSpeed's overflow check, which skips a step whose gradients
     hold inf or NaN (one process does it, and the clipping norm, in one fused call each, and skips the
-    reduction over itself: `aitp.train.zero_one_gpu`). ZeRO-3 there keeps every parameter whole (persistent,
+    reduction over itself: `aitp.train.zero`). ZeRO-3 there keeps every parameter whole (persistent,
     in DeepSpeed's words), so its per-module gathers have nothing to do and are removed (`plan.whole_weights`).
     """
     one_gpu = plan.devices == 1 and plan.nodes == 1
@@ -193,7 +193,7 @@ def build_strategy(plan: StrategyPlan) -> Any:
         raise StrategyError(
             "ZeRO training needs DeepSpeed: pip install 'aitp[gpu]', or set zero_stage: 0 for the plain strategy"
         ) from exc
-    from aitp.train.zero_one_gpu import ZeroStrategy
+    from aitp.train.zero import ZeroStrategy
 
     return ZeroStrategy(
         config=deepspeed_config(plan), whole_weights=plan.whole_weights, gather_by_block=plan.compile_blocks

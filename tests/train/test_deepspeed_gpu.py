@@ -147,13 +147,13 @@ def check_fits_in_one_process_leave_no_optimizer_state_on_the_card(tmp: Path, ze
 
 
 def check_one_gpu_zero2_takes_the_one_process_shortcuts_and_skips_an_inf_step() -> dict:
-    """The shortcuts (aitp.train.zero_one_gpu) on DeepSpeed's real ZeRO-2 optimizer: the same steps, inf skipped."""
+    """The shortcuts (aitp.train.zero) on DeepSpeed's real ZeRO-2 optimizer: the same steps, inf skipped."""
     import os
 
     import deepspeed
 
     from aitp.train.strategy import Hardware, deepspeed_config, plan_strategy
-    from aitp.train.zero_one_gpu import take_one_process_shortcuts
+    from aitp.train.zero import take_one_process_shortcuts
 
     for key, value in {**ONE_PROCESS, "MASTER_PORT": "29533"}.items():
         os.environ.setdefault(key, value)
@@ -208,7 +208,7 @@ def check_one_process_zero3_keeps_weights_whole_compiles_as_one_graph_and_steps_
     import torch._dynamo.utils as dynamo_utils
 
     from aitp.train.strategy import Hardware, deepspeed_config, plan_strategy
-    from aitp.train.zero_one_gpu import keep_weights_whole, take_one_process_shortcuts
+    from aitp.train.zero import keep_weights_whole, take_one_process_shortcuts
 
     for key, value in {**ONE_PROCESS, "MASTER_PORT": "29534"}.items():
         os.environ.setdefault(key, value)

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from aitp.train.zero_one_gpu import gradient_norms, take_one_process_shortcuts
+from aitp.train.zero import gradient_norms, take_one_process_shortcuts
 
 
 def zero_optimizer(groups: dict[int, list[torch.Tensor]], **overrides) -> SimpleNamespace:

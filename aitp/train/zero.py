@@ -1,4 +1,5 @@
-"""ZeRO on one GPU: DeepSpeed's per-gradient checks fused, and the per-parameter work one process does not need skipped.
+"""DeepSpeed ZeRO under Lightning: on one GPU, DeepSpeed's per-gradient checks fused and the per-parameter work one
+process does not need skipped; across several, ZeRO-3 gathering its weights block by block where it is compiled.
 
 Before each step DeepSpeed's ZeRO-1/2 optimizer looks for inf or NaN in every gradient, one gradient at
 a time (eight ATen calls each), then computes the clipping norm one gradient at a time in float64. With

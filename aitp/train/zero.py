@@ -49,6 +49,7 @@ so the compiled block holds no gather and traces as one graph, the same for ever
 from __future__ import annotations
 
 import types
+from functools import partial
 from typing import Any
 
 import torch
@@ -173,7 +174,8 @@ def _take_zero3_shortcuts(optimizer: Any) -> bool:
         return False
     optimizer.reduce_ready_partitions_and_remove_grads = types.MethodType(_gradient_to_its_partition, optimizer)
     optimizer.get_grad_norm_direct = types.MethodType(_grad_norm, optimizer)
-    optimizer._prepare_fp32_grad_for_sub_group = types.MethodType(_span_as_fp32_gradient, optimizer)
+    own = optimizer._prepare_fp32_grad_for_sub_group
+    optimizer._prepare_fp32_grad_for_sub_group = types.MethodType(partial(_span_as_fp32_gradient, own=own), optimizer)
     return True
 
 
@@ -185,14 +187,15 @@ def _gradient_to_its_partition(self, param: Tensor) -> None:
     self.partition_grads([param], [param.grad.view(-1)])
 
 
-def _span_as_fp32_gradient(self, sub_group_id: int) -> None:
+def _span_as_fp32_gradient(self, sub_group_id: int, own: Any) -> None:
     """The sub-group's fp32 gradient as its span of the flat gradient buffer, where DeepSpeed would copy its
-    partitions into a new flat tensor; DeepSpeed's copy where they do not lie there side by side in fp32."""
+    partitions into a new flat tensor; DeepSpeed's copy (`own`) where they do not lie there side by side in fp32."""
     grads = self.averaged_gradients[sub_group_id]
     master = self.fp32_partitioned_groups_flat[sub_group_id]
     span = _span(self.grad_partitions_flat_buffer, grads)
     if span is None or span.dtype != master.dtype or span.numel() != master.numel():
-        return type(self)._prepare_fp32_grad_for_sub_group(self, sub_group_id)
+        own(sub_group_id)
+        return
     master.grad = span
     self.averaged_gradients[sub_group_id] = None
 

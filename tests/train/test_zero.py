@@ -180,3 +180,71 @@ def test_a_weight_at_its_place_in_another_layout_or_dtype_is_pointed_again(moved
     opt._update_model_bit16_weights(0)
     flat = opt.bit16_groups_flat[0]
     assert first.dtype == flat.dtype and first.is_contiguous() and first.data_ptr() == flat.data_ptr()
+
+
+def zero3_optimizer(grad_parts: list[torch.Tensor], flat: torch.Tensor, **overrides) -> SimpleNamespace:
+    """The attributes of DeepSpeed's ZeRO-3 optimizer that the one-process shortcuts read, and its own methods."""
+    own_copies = []
+
+    def own_prepare(sub_group_id):  # DeepSpeed's: the partitions copied into a new flat tensor of the master's dtype
+        own_copies.append(sub_group_id)
+        fields["fp32_partitioned_groups_flat"][sub_group_id].grad = torch.cat(
+            [g.reshape(-1) for g in grad_parts]
+        ).float()
+
+    fields = {
+        "parameter_offload": object(),
+        "reduce_ready_partitions_and_remove_grads": lambda param: None,
+        "partition_grads": lambda params, partitions: None,
+        "get_grad_norm_direct": lambda gradients, params, norm_type=2: None,
+        "_prepare_fp32_grad_for_sub_group": own_prepare,
+        "averaged_gradients": {0: grad_parts},
+        "fp32_partitioned_groups_flat": [torch.zeros(sum(g.numel() for g in grad_parts))],
+        "grad_partitions_flat_buffer": flat,
+        "_coalesce_grad_reduction": False,
+        "offload_optimizer": False,
+        "offload_param": False,
+        "zenflow": False,
+        "use_muon": False,
+        "model_parallel_group": None,
+        "dp_process_group": None,
+        "own_copies": own_copies,
+    }
+    return SimpleNamespace(**(fields | overrides))
+
+
+def test_one_process_zero3_steps_on_its_gradient_buffer_in_place_where_the_partitions_lie_side_by_side():
+    flat = torch.arange(10, dtype=torch.float32)
+    optimizer = zero3_optimizer([flat.narrow(0, 2, 3), flat.narrow(0, 5, 4)], flat)
+    assert take_one_process_shortcuts(optimizer)
+    optimizer._prepare_fp32_grad_for_sub_group(0)
+    grad = optimizer.fp32_partitioned_groups_flat[0].grad
+    assert grad.data_ptr() == flat[2:].data_ptr() and torch.equal(grad, torch.arange(2.0, 9.0))  # a view, no copy
+    assert optimizer.averaged_gradients[0] is None and optimizer.own_copies == []
+
+
+@pytest.mark.parametrize("layout", ["gap", "order", "dtype"])
+def test_one_process_zero3_copies_as_deepspeed_does_where_the_partitions_do_not_lie_side_by_side(layout):
+    flat = torch.arange(10, dtype=torch.bfloat16 if layout == "dtype" else torch.float32)  # the master is fp32
+    parts = {
+        "gap": [flat.narrow(0, 0, 3), flat.narrow(0, 4, 4)],
+        "order": [flat.narrow(0, 5, 4), flat.narrow(0, 2, 3)],
+        "dtype": [flat.narrow(0, 0, 3), flat.narrow(0, 3, 4)],
+    }[layout]
+    optimizer = zero3_optimizer(parts, flat)
+    assert take_one_process_shortcuts(optimizer)
+    optimizer._prepare_fp32_grad_for_sub_group(0)
+    assert optimizer.own_copies == [0]
+    assert torch.equal(optimizer.fp32_partitioned_groups_flat[0].grad, torch.cat([p.float() for p in parts]))
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"offload_optimizer": True}, {"offload_param": True}, {"use_muon": True}, {"model_parallel_group": object()}],
+)
+def test_zero3_optimizers_that_offload_or_split_the_model_keep_their_own_gradient_path(overrides):
+    flat = torch.arange(4, dtype=torch.float32)
+    optimizer = zero3_optimizer([flat], flat, **overrides)
+    own = optimizer._prepare_fp32_grad_for_sub_group
+    assert not take_one_process_shortcuts(optimizer)
+    assert optimizer._prepare_fp32_grad_for_sub_group is own

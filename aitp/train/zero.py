@@ -123,26 +123,11 @@ def take_one_process_shortcuts(optimizer: Any) -> bool:
     """
     if hasattr(optimizer, "parameter_offload"):  # ZeRO-3's optimizer
         return _take_zero3_shortcuts(optimizer)
-    needed = (
-        "has_overflow_partitioned_grads_serial",
-        "get_grad_norm_direct",
-        "buffered_reduce_fallback",
-        "_update_model_bit16_weights",
-        "averaged_gradients",
-        "bit16_groups",
-        "bit16_groups_flat",
-        "round_robin_bit16_groups",
-        "round_robin_bit16_meta",
-        "round_robin_bit16_offsets",
-        "round_robin_bit16_indices",
-    )
-    if not all(hasattr(optimizer, name) for name in needed):
+    read = ("averaged_gradients", "bit16_groups", "bit16_groups_flat")
+    round_robin = tuple(f"round_robin_bit16_{part}" for part in ("groups", "meta", "offsets", "indices"))
+    if not _alone_with(optimizer, _ZERO12_REPLACED, *read, *round_robin):
         return False
     if getattr(optimizer, "cpu_offload", True) or getattr(optimizer, "has_moe_layers", True):
-        return False
-    if getattr(optimizer, "model_parallel_group", None) is not None or not _one_process(optimizer):
-        return False
-    if getattr(optimizer, "sequence_parallel_size", 1) != 1:  # its reduction divides by that size
         return False
     optimizer.has_overflow_partitioned_grads_serial = types.MethodType(_overflow, optimizer)
     optimizer.get_grad_norm_direct = types.MethodType(_grad_norm, optimizer)
@@ -151,26 +136,38 @@ def take_one_process_shortcuts(optimizer: Any) -> bool:
     return True
 
 
-def _take_zero3_shortcuts(optimizer: Any) -> bool:
-    needed = (
-        "reduce_ready_partitions_and_remove_grads",
-        "partition_grads",
-        "get_grad_norm_direct",
-        "_prepare_fp32_grad_for_sub_group",
-        "averaged_gradients",
-        "fp32_partitioned_groups_flat",
-        "grad_partitions_flat_buffer",
-        "_coalesce_grad_reduction",
-    )
-    if not all(hasattr(optimizer, name) for name in needed):
-        return False
-    if any(getattr(optimizer, name, True) for name in ("offload_optimizer", "offload_param", "zenflow", "use_muon")):
+_ZERO12_REPLACED = (
+    "has_overflow_partitioned_grads_serial",
+    "get_grad_norm_direct",
+    "buffered_reduce_fallback",
+    "_update_model_bit16_weights",
+)
+"""The ZeRO-1/2 optimizer's methods that one process replaces (the attributes they read are checked beside them)."""
+_ZERO3_REPLACED = (
+    "reduce_ready_partitions_and_remove_grads",
+    "get_grad_norm_direct",
+    "_prepare_fp32_grad_for_sub_group",
+)
+"""The ZeRO-3 optimizer's methods that one process replaces."""
+
+
+def _alone_with(optimizer: Any, replaced: tuple[str, ...], *read: str) -> bool:
+    """Whether `optimizer` has the methods replaced and the attributes read, and trains alone: one process, no
+    model parallelism, no sequence parallelism (whose reduction divides by its size)."""
+    if not all(hasattr(optimizer, name) for name in (*replaced, *read)):
         return False
     if getattr(optimizer, "model_parallel_group", None) is not None or not _one_process(optimizer):
         return False
-    if getattr(optimizer, "sequence_parallel_size", 1) != 1 or getattr(optimizer, "gradient_predivide_factor", 1) != 1:
+    return getattr(optimizer, "sequence_parallel_size", 1) == 1
+
+
+def _take_zero3_shortcuts(optimizer: Any) -> bool:
+    read = ("partition_grads", "averaged_gradients", "fp32_partitioned_groups_flat", "grad_partitions_flat_buffer")
+    if not _alone_with(optimizer, _ZERO3_REPLACED, *read, "_coalesce_grad_reduction"):
         return False
-    if getattr(optimizer, "autoep_folding_tp_group", None) is not None:
+    if any(getattr(optimizer, name, True) for name in ("offload_optimizer", "offload_param", "zenflow", "use_muon")):
+        return False
+    if getattr(optimizer, "gradient_predivide_factor", 1) != 1 or getattr(optimizer, "autoep_folding_tp_group", None):
         return False
     optimizer.reduce_ready_partitions_and_remove_grads = types.MethodType(_gradient_to_its_partition, optimizer)
     optimizer.get_grad_norm_direct = types.MethodType(_grad_norm, optimizer)

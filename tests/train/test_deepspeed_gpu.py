@@ -300,9 +300,10 @@ if __name__ == "__main__":
         with tempfile.TemporaryDirectory() as tmp:
             print(check_zero_bf16_trains_consolidates_reloads_and_samples(Path(tmp), stage, gpus, offload, compiled))
             print(f"PASSED test_zero_bf16_trains_consolidates_reloads_and_samples[{stage}-{gpus}-{offload}-{compiled}]")
-    with tempfile.TemporaryDirectory() as tmp:
-        print(check_fits_in_one_process_leave_no_optimizer_state_on_the_card(Path(tmp)))
-        print("PASSED test_fits_in_one_process_leave_no_optimizer_state_on_the_card")
+    for stage in (2, 3):
+        with tempfile.TemporaryDirectory() as tmp:
+            print(check_fits_in_one_process_leave_no_optimizer_state_on_the_card(Path(tmp), stage))
+            print(f"PASSED test_fits_in_one_process_leave_no_optimizer_state_on_the_card[{stage}]")
     print(check_one_gpu_zero2_takes_the_one_process_shortcuts_and_skips_an_inf_step())
     print("PASSED test_one_gpu_zero2_takes_the_one_process_shortcuts_and_skips_an_inf_step")
     print(check_one_process_zero3_keeps_weights_whole_compiles_as_one_graph_and_steps_as_zero2())

@@ -70,6 +70,7 @@ import torch
 import train_profile  # benchmarks/train_profile.py: GPU kernels by kind
 from model_sizes import ARCHITECTURES, llama_config
 from rollouts import matmul_tflops  # benchmarks/rollouts.py: the matmul peak
+from torch._dynamo.utils import counters as dynamo_counters
 
 from aitp.policies.tiny import TinyConfig, TinyTransformer
 from aitp.train import logprobs
@@ -166,6 +167,7 @@ def _run(strategy_name: str, compiled: bool | str, head: str, attention: str, ar
     # Hugging Face policies predict tokens 1..T from 0..T-1: one extra token keeps `--seq` positions per row.
     data = batches(args.steps, args.batch, args.seq + (backend == "hf"), vocab, seed=rank())
     torch.cuda.reset_peak_memory_stats()
+    dynamo_counters.clear()
     train = train_plain_torch if strategy_name == "torch" else train_lightning
     label, seconds, last_loss, kernel_seconds = train(strategy_name, model, backend, data, compiled, args)
     tokens_per_s = args.gpus * (args.steps - args.warmup) * args.batch * args.seq / seconds
@@ -181,6 +183,9 @@ def _run(strategy_name: str, compiled: bool | str, head: str, attention: str, ar
         "loss": last_loss,
         "kernel_ms_a_step": {kind: 1e3 * t / (args.steps - args.warmup) for kind, t in kernel_seconds.items()},
         "step_ms": 1e3 * seconds / (args.steps - args.warmup),
+        # What compiled: graphs traced (one per block compiled by block, where guards tell blocks apart) and breaks.
+        "graphs": dynamo_counters["stats"]["unique_graphs"],
+        "graph_breaks": sum(dynamo_counters["graph_break"].values()),
     }
     del model, data
     release_memory()

@@ -76,8 +76,8 @@ from aitp.policies.tiny import TinyConfig, TinyTransformer
 from aitp.train import logprobs
 from aitp.train.attention import use_causal_sdpa
 from aitp.train.module import PolicyModule, pl
-from aitp.train.run import destroy_engine
 from aitp.train.strategy import Hardware, build_strategy, deepspeed_config, in_launched_process, plan_strategy
+from aitp.train.zero import destroy_engine
 
 STRATEGIES = ("single", "deepspeed", "deepspeed-stock", "deepspeed3", "torch")
 

@@ -218,6 +218,8 @@ def _fit(
         _save(trainer, module, trainable, plan, out, result, examples, start)
     finally:
         if plan.deepspeed:
+            from aitp.train.zero import destroy_engine  # lazily, as build_strategy imports the ZeRO strategy
+
             destroy_engine(trainer)
             _destroy_process_group_at_exit()
     return result
@@ -320,31 +322,6 @@ def _result(
         phases=phases,
         logprob_gap=gap,
     )
-
-
-def destroy_engine(trainer: Any) -> None:
-    """Take the ZeRO optimizer's gradient hooks off the parameters, which Lightning leaves on them, and take
-    the model off the module stack where ZeRO-3 pushed it when it set up, which DeepSpeed leaves there.
-
-    The hooks sit on autograd nodes, which Python's collector cannot see into, so the optimizer they
-    close over (the fp32 master weights and Adam's moments) outlived every fit: the loop's process,
-    which trains in-process on one GPU, kept more of the card after each iteration
-    (`benchmarks/results/history-gpu-recipe.md`), until a long run would leave the rollout worker no room.
-    ZeRO-3's stack is a module-level list in DeepSpeed; the model on it holds the engine (through its
-    hooks) and with it the weights and the optimizer state, the whole of a ZeRO-3 fit, for good.
-    """
-    engine = trainer.strategy.model  # the DeepSpeed engine, once the strategy has set it up
-    if engine is not None and hasattr(engine, "destroy"):
-        engine.destroy()
-        _off_zero3_module_stack(engine.module)
-
-
-def _off_zero3_module_stack(module: torch.nn.Module) -> None:
-    from deepspeed.runtime.zero import parameter_offload
-
-    stack = getattr(parameter_offload, "FWD_MODULE_STACK", None)
-    if isinstance(stack, list):
-        stack[:] = [m for m in stack if m is not module]
 
 
 @functools.cache

@@ -44,6 +44,8 @@ Over several processes ZeRO-3's weights are partitioned and gathered around each
 network is then one graph per repeated block (`StrategyPlan.compile_blocks`), and each block is what
 DeepSpeed calls a leaf: its weights gathered at once as it is entered, none of its inner layers hooked,
 so the compiled block holds no gather and traces as one graph, the same for every block.
+
+When a fit ends its engine is taken apart (`destroy_engine`), with what DeepSpeed's own teardown leaves behind.
 """
 
 from __future__ import annotations
@@ -258,6 +260,31 @@ def _one_process(optimizer: Any) -> bool:
 
     group = getattr(optimizer, "dp_process_group", None)
     return not dist.is_initialized() or dist.get_world_size(group=group) == 1
+
+
+def destroy_engine(trainer: Any) -> None:
+    """Take the ZeRO optimizer's gradient hooks off the parameters, which Lightning leaves on them, and take
+    the model off the module stack where ZeRO-3 pushed it when it set up, which DeepSpeed leaves there.
+
+    The hooks sit on autograd nodes, which Python's collector cannot see into, so the optimizer they
+    close over (the fp32 master weights and Adam's moments) outlived every fit: the loop's process,
+    which trains in-process on one GPU, kept more of the card after each iteration
+    (`benchmarks/results/history-gpu-recipe.md`), until a long run would leave the rollout worker no room.
+    ZeRO-3's stack is a module-level list in DeepSpeed; the model on it holds the engine (through its
+    hooks) and with it the weights and the optimizer state, the whole of a ZeRO-3 fit, for good.
+    """
+    engine = trainer.strategy.model  # the DeepSpeed engine, once the strategy has set it up
+    if engine is not None and hasattr(engine, "destroy"):
+        engine.destroy()
+        _off_zero3_module_stack(engine.module)
+
+
+def _off_zero3_module_stack(module: torch.nn.Module) -> None:
+    from deepspeed.runtime.zero import parameter_offload
+
+    stack = getattr(parameter_offload, "FWD_MODULE_STACK", None)
+    if isinstance(stack, list):
+        stack[:] = [m for m in stack if m is not module]
 
 
 class ZeroStrategy(pl.strategies.DeepSpeedStrategy):

@@ -115,9 +115,7 @@ class Timer(pl.Callback):
         self.seconds = time.perf_counter() - self.start
         if self.profiler is not None:
             self.profiler.__exit__(None, None, None)
-            for kernel, seconds in train_profile.kernels(self.profiler).items():
-                kind = train_profile.kernel_kind(kernel)
-                self.kernel_seconds[kind] = self.kernel_seconds.get(kind, 0.0) + seconds
+            self.kernel_seconds = train_profile.by_kind(train_profile.kernels(self.profiler))
 
 
 def batches(n: int, batch: int, seq: int, vocab: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:

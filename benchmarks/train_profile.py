@@ -51,6 +51,14 @@ def kernels(profile) -> dict[str, float]:
     return dict(totals)
 
 
+def by_kind(per_kernel: dict[str, float]) -> dict[str, float]:
+    """Seconds per kernel kind (`kernel_kind`), from seconds per kernel name."""
+    times: dict[str, float] = defaultdict(float)
+    for kernel, seconds in per_kernel.items():
+        times[kernel_kind(kernel)] += seconds
+    return dict(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", choices=list(ARCHITECTURES), default="1.7B")
@@ -96,9 +104,7 @@ def main() -> None:
         profiled = time.perf_counter() - start
     tokens = args.steps * args.batch * args.seq
     per_kernel = kernels(profile)
-    times: dict[str, float] = defaultdict(float)
-    for kernel, seconds in per_kernel.items():
-        times[kernel_kind(kernel)] += seconds
+    times = by_kind(per_kernel)
     busy = sum(times.values())
     flops = 6 * params * tokens
     name = torch.cuda.get_device_name()

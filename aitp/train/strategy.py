@@ -122,7 +122,7 @@ def _plan(
     micro_batch_size: int,
     nodes: int,
 ) -> StrategyPlan:
-    """The plan of `plan_strategy`, before the check that needs it whole."""
+    """The plan of `plan_strategy`, before compile's checks and block-by-block choice."""
     if hardware.accelerator != "cuda":
         if devices not in ("auto", 1):
             raise StrategyError(f"devices={devices} needs CUDA GPUs; this machine has none: set devices to auto")

@@ -2,7 +2,8 @@
 
     python benchmarks/train.py [--model llama] [--arch 135M|360M|1.7B|13B] [--steps 50] [--warmup 10]
         [--batches 128,192] [--seq 512] [--compile reduce-overhead] [--lm-head fused] [--repeats 1] [--gpus 1]
-        [--strategies single,deepspeed,deepspeed-stock,deepspeed3,torch] [--offload none|optimizer|all] [--profile]
+        [--strategies single,deepspeed,deepspeed-stock,deepspeed3,torch] [--offload none|optimizer|all]
+        [--profile] [--trace DIR]
 
 Every run trains the same model from the same seed on the same synthetic token batches. All strategies
 but `torch` train through `aitp.train.module.PolicyModule` and the strategy that `aitp.train.strategy`
@@ -34,7 +35,9 @@ whole square (`results/2026-11-29-train-profile.md`), unless `--attention causal
 `--profile` runs the Lightning strategies' timed steps under torch's profiler (GPU activity only) and prints,
 per run, the step's wall time split into GPU kernel time by kind (`train_profile.py`'s kinds) and the rest, the
 GPU waiting for the host: where one strategy's step loses to another's. Those runs' rates carry the
-profiler's cost, so compare rates from runs without it.
+profiler's cost, so compare rates from runs without it. `--trace DIR` also records the host and writes process
+0's timed steps as a Chrome trace per run, which `trace_gaps.py` reads: when the GPU's compute stream stands
+still, and what the collectives and the host were doing meanwhile.
 
 `--gpus N` (N > 1) starts the script again under `torch.distributed.run`, one process per GPU; every
 process trains its own batches (seeded by rank), tokens/s counts every process's tokens, and process 0
@@ -98,9 +101,12 @@ class Timer(pl.Callback):
     """Wall time from the start of step `warmup` to the end of training, synchronised with the GPU; with
     `profile`, the GPU's kernel time by kind over those steps (torch's profiler, CUDA activity only)."""
 
-    def __init__(self, warmup: int, profile: bool = False) -> None:
-        self.warmup, self.start, self.seconds = warmup, None, 0.0
-        self.profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) if profile else None
+    def __init__(self, warmup: int, profile: bool = False, trace: str | None = None) -> None:
+        self.warmup, self.start, self.seconds, self.trace = warmup, None, 0.0, trace
+        activities = [torch.profiler.ProfilerActivity.CUDA]
+        if trace:  # the host's side too: where it waits on the GPU
+            activities.append(torch.profiler.ProfilerActivity.CPU)
+        self.profiler = torch.profiler.profile(activities=activities) if profile or trace else None
         self.kernel_seconds: dict[str, float] = {}
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
@@ -116,6 +122,8 @@ class Timer(pl.Callback):
         if self.profiler is not None:
             self.profiler.__exit__(None, None, None)
             self.kernel_seconds = train_profile.by_kind(train_profile.kernels(self.profiler))
+            if self.trace and rank() == 0:
+                self.profiler.export_chrome_trace(self.trace)
 
 
 def batches(n: int, batch: int, seq: int, vocab: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:
@@ -219,7 +227,8 @@ def train_lightning(
         strategy = build_strategy(plan)
     module = PolicyModule(model, backend, "sft", lr=1e-4, compile=compiled, compile_blocks=plan.compile_blocks)
     loader = torch.utils.data.DataLoader(data, batch_size=None)
-    timer = Timer(args.warmup, args.profile)
+    trace = os.path.join(args.trace, f"{name}-{args.gpus}gpu-batch{args.batch}.json") if args.trace else None
+    timer = Timer(args.warmup, args.profile, trace)
     trainer = pl.Trainer(
         accelerator="cuda",
         devices=args.gpus,
@@ -413,6 +422,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="time the Lightning strategies' steps under torch's profiler: GPU time by kernel kind and idle",
     )
+    parser.add_argument(
+        "--trace",
+        metavar="DIR",
+        help="also write process 0's timed steps (host and GPU) as a Chrome trace per run into DIR (trace_gaps.py "
+        "reads it); implies --profile",
+    )
     parser.add_argument("--steps", type=int, default=50, help="optimizer steps per run")
     parser.add_argument("--warmup", type=int, default=10, help="steps not timed (allocator, compile, ZeRO buckets)")
     parser.add_argument("--batches", default="128,192", help="sequences per step per GPU, one set of runs per value")
@@ -431,6 +446,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--gpus", type=int, default=1, help="GPUs, one process each (torch.distributed.run)")
     args = parser.parse_args(argv)
+    if args.trace:
+        args.profile = True
+        os.makedirs(args.trace, exist_ok=True)
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1 (got {args.repeats})")
     if not 0 <= args.warmup < args.steps:

@@ -28,6 +28,7 @@ PEAK_BF16 = 989e12
 """Dense bf16 tensor-core peak of an H100 or H200 (SXM), the MFU denominator issue 39 names."""
 
 KINDS = (  # first match wins: attention kernels also carry sm90 / cutlass in their names
+    ("communication", re.compile(r"nccl", re.I)),  # across GPUs: on its own stream, overlapping the others
     ("attention", re.compile(r"flash|fmha|attn|attention|sdpa|scaled_dot", re.I)),
     ("matmul", re.compile(r"gemm|nvjet|xmma|cutlass|cublas|wgmma|sm90_|sm80_", re.I)),
     ("optimizer", re.compile(r"adam|multi_tensor|foreach|clip|norm_kernel", re.I)),

@@ -11,6 +11,8 @@ handed to every layer would make a network compiled block by block recompile for
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -46,19 +48,26 @@ def completion_logprobs(model: nn.Module, backend: str, batch: dict[str, Tensor]
     return (logp * batch["target_mask"][:, 1:].to(logp.dtype)).sum(-1)
 
 
-def sft_nll(model: nn.Module, backend: str, batch: dict[str, Tensor], fast: bool | None = None) -> Tensor:
-    """Mean negative log-likelihood over the batch's completion tokens; `fast` (default: on CUDA) fuses the head."""
+def sft_nll(
+    model: nn.Module,
+    backend: str,
+    batch: dict[str, Tensor],
+    fast: bool | None = None,
+    head: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] | None = None,
+) -> Tensor:
+    """Mean negative log-likelihood over the batch's completion tokens; `fast` (default: on CUDA) fuses the head,
+    computed by `head` (default `linear_nll`; a compiled one where the network around it is compiled by block)."""
     ids = batch["input_ids"]
-    head = plain_head(model) if backend == "hf" and (ids.is_cuda if fast is None else fast) else None
-    if head is None:
+    layers = plain_head(model) if backend == "hf" and (ids.is_cuda if fast is None else fast) else None
+    if layers is None:
         logp = token_logprobs(model, backend, ids, batch["attention_mask"], fast)
         weights = batch["target_mask"][:, 1:].to(logp.dtype)
         return -(logp * weights).sum() / weights.sum().clamp(min=1.0)
-    decoder, output = head
+    decoder, output = layers
     hidden = decoder(input_ids=ids[:, :-1], use_cache=False).last_hidden_state  # no mask: as in the GPU path above
     weights = batch["target_mask"][:, 1:].float()
     weights = weights / weights.sum().clamp(min=1.0)
-    return linear_nll(hidden.flatten(0, 1), output.weight, ids[:, 1:].flatten(), weights.flatten())
+    return (head or linear_nll)(hidden.flatten(0, 1), output.weight, ids[:, 1:].flatten(), weights.flatten())
 
 
 def plain_head(model: nn.Module) -> tuple[nn.Module, nn.Linear] | None:

@@ -32,7 +32,7 @@ from aitp.errors import AitpError
 from aitp.train.attention import use_causal_sdpa
 from aitp.train.config import COMPILE_MODES
 from aitp.train.grpo import aligned, clipped_surrogate, logprob_gap
-from aitp.train.logprobs import completion_logprobs, sft_nll, token_logprobs
+from aitp.train.logprobs import completion_logprobs, linear_nll, sft_nll, token_logprobs
 
 Encoder = Callable[[list[dict[str, str]], str], tuple[list[int], list[bool]]]
 
@@ -310,6 +310,7 @@ class PolicyModule(pl.LightningModule):
         self.grpo_clip_eps, self.grpo_kl_beta = grpo_clip_eps, grpo_kl_beta
         self.losses: list[Tensor] = []
         self._loss_fn: Callable[[dict[str, Tensor]], Tensor] | None = None
+        self._head: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] = linear_nll  # the GPU's fused sft head
         self._attention_before: str | None = None
 
     def on_fit_start(self) -> None:
@@ -338,6 +339,10 @@ class PolicyModule(pl.LightningModule):
                 dynamo.recompile_limit = max(dynamo.recompile_limit, 2 * len(blocks))
                 for block in blocks:
                     block.forward = torch.compile(block.forward, mode=mode)
+                # The fused head's elementwise work (fp32 logits, log-sum-exp, softmax gradient, a chunk at a time)
+                # run eagerly was most of the GPU time that compiling by block added to a step (the whole network's
+                # graph fuses it): it is compiled on its own.
+                self._head = torch.compile(linear_nll, mode=mode)
             self._loss_fn = torch.compile(fn, mode=mode) if self.compile and not self.compile_blocks else fn
         if self.compile == "reduce-overhead":  # a new step: the graphs' outputs of the last one may be reused
             torch.compiler.cudagraph_mark_step_begin()
@@ -353,7 +358,7 @@ class PolicyModule(pl.LightningModule):
 
     def sft_loss(self, batch: dict[str, Tensor]) -> Tensor:
         """Mean negative log-likelihood over the completion tokens of the batch."""
-        return sft_nll(self.model, self.backend, batch)
+        return sft_nll(self.model, self.backend, batch, head=self._head)
 
     def dpo_loss(self, batch: dict[str, Tensor]) -> Tensor:
         """The DPO loss of a batch whose first half holds chosen rows and second half rejected rows."""

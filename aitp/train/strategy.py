@@ -160,6 +160,10 @@ def deepspeed_config(plan: StrategyPlan) -> dict[str, Any]:
         "reduce_bucket_size": 200_000_000,
         "allgather_bucket_size": 200_000_000,
     }
+    if plan.zero_stage == 3 and not plan.whole_weights:
+        # The weights ahead that ZeRO-3 gathers while the current module computes: DeepSpeed's default (5e7) is
+        # less than one decoder block at 1.7B (~7e7), so a block's gather could not wholly overlap the one before.
+        zero["stage3_prefetch_bucket_size"] = 200_000_000
     if plan.offload in ("optimizer", "all"):
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     if plan.offload == "all":

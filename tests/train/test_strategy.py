@@ -154,3 +154,16 @@ def test_no_zero_plan_has_deepspeed_synchronize_the_device_for_its_throughput_lo
     for stage, devices in ((2, 1), (3, 1), (3, 2)):
         config = deepspeed_config(plan_strategy(GPUS, zero_stage=stage, devices=devices))
         assert config["timers"] == {"throughput": {"enabled": False}}, (stage, devices)
+
+
+def test_partitioned_zero3_prefetches_at_least_a_decoder_block_ahead(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_bf16_supported", lambda: True)
+
+    def prefetch(**plan) -> int | None:
+        return deepspeed_config(plan_strategy(GPUS, **plan))["zero_optimization"].get("stage3_prefetch_bucket_size")
+
+    block_1_7b = 4 * 2048 * 2048 + 3 * 2048 * 8192  # attention and MLP weights of one SmolLM2-1.7B block
+    assert prefetch(zero_stage=3, devices=2) > block_1_7b
+    assert prefetch(zero_stage=3, devices=1, offload="all") > block_1_7b  # partitioned too, on the CPU
+    assert prefetch(zero_stage=3, devices=1) is None  # whole weights: nothing to gather
+    assert prefetch(zero_stage=2, devices=2) is None

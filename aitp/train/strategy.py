@@ -164,6 +164,11 @@ def deepspeed_config(plan: StrategyPlan) -> dict[str, Any]:
         # The weights ahead that ZeRO-3 gathers while the current module computes: DeepSpeed's default (5e7) is
         # less than one decoder block at 1.7B (~7e7), so a block's gather could not wholly overlap the one before.
         zero["stage3_prefetch_bucket_size"] = 200_000_000
+    if plan.compile_blocks:
+        # DeepSpeed keeps the small weights (the norms) whole on every process and gathers each again after every
+        # step, then waits for the whole device: the next step cannot start while this step's optimizer runs.
+        # Gathered by block, they come with their block's weights in the same gather, so none stays whole.
+        zero["stage3_param_persistence_threshold"] = 0
     if plan.offload in ("optimizer", "all"):
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     if plan.offload == "all":

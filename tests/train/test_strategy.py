@@ -167,3 +167,15 @@ def test_partitioned_zero3_prefetches_at_least_a_decoder_block_ahead(monkeypatch
     assert prefetch(zero_stage=3, devices=1, offload="all") > block_1_7b  # partitioned too, on the CPU
     assert prefetch(zero_stage=3, devices=1) is None  # whole weights: nothing to gather
     assert prefetch(zero_stage=2, devices=2) is None
+
+
+def test_zero3_gathered_by_block_keeps_no_weight_whole_across_steps(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_bf16_supported", lambda: True)
+
+    def persistence(**plan) -> int | None:
+        config = deepspeed_config(plan_strategy(GPUS, zero_stage=3, **plan))
+        return config["zero_optimization"].get("stage3_param_persistence_threshold")
+
+    assert persistence(devices=2, compile=True) == 0  # a block's norms come in its gather
+    assert persistence(devices=2) is None  # eager: each norm module would gather its weight on its own
+    assert persistence(devices=1, compile=True) > 10**12  # one process: every weight whole

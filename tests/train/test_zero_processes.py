@@ -1,5 +1,5 @@
-"""ZeRO-3 over two processes on the CPU (gloo), DeepSpeed's real engine: the fused clipping norm that several
-processes take is DeepSpeed's own norm. Skipped without DeepSpeed (the `gpu` extra)."""
+"""Two processes on the CPU (gloo): ZeRO-3 with DeepSpeed's real engine clips by the fused norm to DeepSpeed's own
+steps (skipped without DeepSpeed, the `gpu` extra), and the SIGTERM check read one step late stops them together."""
 
 from __future__ import annotations
 
@@ -11,18 +11,38 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+LAUNCH = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    "CUDA_VISIBLE_DEVICES": "",  # the CPU and gloo, also on a GPU machine
+}
 
 
 def test_two_processes_clip_by_the_fused_norm_to_deepspeed_s_steps():
     pytest.importorskip("deepspeed")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     done = subprocess.run(
-        [*command, str(REPO / "tests" / "train" / "zero_two_processes.py")],
-        env={**env, "CUDA_VISIBLE_DEVICES": ""},  # the CPU and gloo, also on a GPU machine
+        [*LAUNCH, str(REPO / "tests" / "train" / "zero_two_processes.py")],
+        env=ENV,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.count("agree with DeepSpeed's") == 2, done.stdout[-3000:]
+
+
+def test_a_sigterm_read_one_step_late_stops_every_process_at_the_same_step():
+    """Lightning's signal handler sets `received_sigterm`; process 0's flag is what every process obeys."""
+    done = subprocess.run(
+        [*LAUNCH, str(REPO / "tests" / "train" / "sigterm_two_processes.py")],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert sorted(line for line in done.stdout.splitlines() if line.startswith("process")) == [
+        "process 0 stopped at step 4",
+        "process 1 stopped at step 4",
+    ], done.stdout[-3000:]

@@ -13,6 +13,13 @@ from aitp.train.zero import take_partitioned_shortcuts
 STEPS = 4
 
 
+def real_part(param: torch.Tensor) -> torch.Tensor:
+    """This process's partition of `param` without ZeRO-3's padding (uninitialized memory past the weight's end)."""
+    size = param.ds_tensor.numel()
+    real = max(0, min(size, param.ds_numel - dist.get_rank() * size))
+    return param.ds_tensor.detach()[:real].clone()
+
+
 def steps(fused: bool) -> tuple[bool, list[list[float]], list[torch.Tensor]]:
     """(whether the fused norm was taken, each step's clipping norms by parameter group, this process's partitions)."""
     torch.manual_seed(0)
@@ -38,7 +45,7 @@ def steps(fused: bool) -> tuple[bool, list[list[float]], list[torch.Tensor]]:
         engine.backward(((engine(x) - y) ** 2).mean())
         norms.append([float(n) for n in engine.optimizer._get_norm_groups()])
         engine.step()
-    partitions = [p.ds_tensor.detach().clone() for p in engine.module.parameters()]
+    partitions = [real_part(p) for p in engine.module.parameters()]
     engine.destroy()
     return taken, norms, partitions
 

@@ -19,29 +19,24 @@ ENV = {
 }
 
 
-def test_two_processes_clip_by_the_fused_norm_to_deepspeed_s_steps():
-    pytest.importorskip("deepspeed")
+def two_processes(script: str) -> subprocess.CompletedProcess:
+    """`script` (beside this file) run in two processes; their output, once both succeeded."""
     done = subprocess.run(
-        [*LAUNCH, str(REPO / "tests" / "train" / "zero_two_processes.py")],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [*LAUNCH, str(REPO / "tests" / "train" / script)], env=ENV, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def test_two_processes_clip_by_the_fused_norm_to_deepspeed_s_steps():
+    pytest.importorskip("deepspeed")
+    done = two_processes("zero_two_processes.py")
     assert done.stdout.count("agree with DeepSpeed's") == 2, done.stdout[-3000:]
 
 
 def test_a_sigterm_read_one_step_late_stops_every_process_at_the_same_step():
     """Lightning's signal handler sets `received_sigterm`; process 0's flag is what every process obeys."""
-    done = subprocess.run(
-        [*LAUNCH, str(REPO / "tests" / "train" / "sigterm_two_processes.py")],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    done = two_processes("sigterm_two_processes.py")
     assert sorted(line for line in done.stdout.splitlines() if line.startswith("process")) == [
         "process 0 stopped at step 4",
         "process 1 stopped at step 4",

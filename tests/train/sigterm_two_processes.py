@@ -4,6 +4,7 @@ where Lightning's own check would stop them at step 3."""
 
 from __future__ import annotations
 
+import sys
 import types
 
 import torch
@@ -28,7 +29,7 @@ def main() -> None:
             break
         if step == 2 and dist.get_rank() == 0:
             trainer.received_sigterm = True  # Lightning's signal handler sets this on the process that got it
-    print(f"process {dist.get_rank()} stopped at step {stopped_at}")
+    sys.stdout.write(f"process {dist.get_rank()} stopped at step {stopped_at}\n")  # one write: lines stay whole
     dist.destroy_process_group()
 
 

@@ -4,6 +4,8 @@ of `aitp.train.zero.take_partitioned_shortcuts`; the two must agree on every nor
 
 from __future__ import annotations
 
+import sys
+
 import deepspeed
 import torch
 import torch.distributed as dist
@@ -59,7 +61,9 @@ def main() -> None:
         assert all(abs(x - y) <= 1e-5 * max(1.0, abs(x)) for x, y in zip(a, b)), (own, fused)
     for a, b in zip(own_weights, weights):
         assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
-    print(f"process {dist.get_rank()}: norms {fused[0]} agree with DeepSpeed's {own[0]}, weights after {STEPS} steps")
+    sys.stdout.write(
+        f"process {dist.get_rank()}: norms {fused[0]} agree with DeepSpeed's {own[0]}, after {STEPS} steps\n"
+    )
 
 
 if __name__ == "__main__":

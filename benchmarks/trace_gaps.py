@@ -69,8 +69,8 @@ def outermost(spans: list[Span]) -> list[Span]:
 
 
 def read(path: str) -> tuple[list[Span], list[Span], dict[int, Span], list[Span], list[Span]]:
-    """(compute kernels, NCCL kernels, launch call by correlation id, outermost host operators, synchronizing
-    host calls) of a Chrome trace written by torch's profiler."""
+    """(compute kernels, NCCL kernels, launch call by correlation id, each host thread's outermost operators,
+    synchronizing host calls) of a Chrome trace written by torch's profiler."""
     with open(path) as f:
         events = json.load(f)["traceEvents"]
     compute, nccl, launches, syncs = [], [], {}, []
@@ -90,7 +90,7 @@ def read(path: str) -> tuple[list[Span], list[Span], dict[int, Span], list[Span]
                 syncs.append(span)
         elif category == "cpu_op":
             operators[e.get("tid")].append(span)
-    host = outermost(max(operators.values(), key=lambda spans: sum(s.length for s in spans), default=[]))
+    host = [span for spans in operators.values() for span in outermost(spans)]  # the main and autograd's threads
     return compute, nccl, launches, host, syncs
 
 

@@ -38,6 +38,7 @@ def test_a_late_launch_is_the_host_s_stall_and_an_early_one_a_dependency(tmp_pat
         launch(0, 1),
         {"ph": "X", "cat": "cpu_op", "name": "zero3::fetch", "ts": 1000, "dur": 210, "tid": 1},
         {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "ts": 1050, "dur": 20, "tid": 1},  # nested: not outermost
+        {"ph": "X", "cat": "cpu_op", "name": "autograd::hook", "ts": 1300, "dur": 100, "tid": 2},  # autograd's thread
         launch(1200, 2),
         kernel("triton_poi_fused", 1500, 500, 2),
         # a gap 2000..2800 with the next kernel launched at 1600 (before): waiting on an all-gather
@@ -60,4 +61,5 @@ def test_a_late_launch_is_the_host_s_stall_and_an_early_one_a_dependency(tmp_pat
     assert rows["... of which AllGather running"] == "0.8"
     assert "| zero3::fetch | 0.2 |" in report  # the outermost operator in the host's stall, not the nested copy
     assert "aten::copy_" not in report
+    assert "| autograd::hook | 0.1 |" in report
     assert "| cudaEventSynchronize | 1 | 0.6 |" in report

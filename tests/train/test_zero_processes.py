@@ -1,5 +1,6 @@
 """Two processes on the CPU (gloo): ZeRO-3 with DeepSpeed's real engine clips by the fused norm to DeepSpeed's own
-steps (skipped without DeepSpeed, the `gpu` extra), and the SIGTERM check read one step late stops them together."""
+steps, and compiled by block with the fused head takes ZeRO-2's (both skipped without DeepSpeed, the `gpu` extra);
+the SIGTERM check read one step late stops both processes together."""
 
 from __future__ import annotations
 
@@ -33,6 +34,13 @@ def test_two_processes_clip_by_the_fused_norm_to_deepspeed_s_steps():
     pytest.importorskip("deepspeed")
     done = two_processes("zero_two_processes.py")
     assert done.stdout.count("agree with DeepSpeed's") == 2, done.stdout[-3000:]
+
+
+def test_zero3_compiled_by_block_with_the_fused_head_takes_zero2_s_steps():
+    """Each block one graph gathering its weights, the head's weight (untied) gathered as the head's graph runs."""
+    pytest.importorskip("deepspeed")
+    done = two_processes("blocks_two_processes.py")
+    assert done.stdout.count("took ZeRO-2's steps") == 2, done.stdout[-3000:]
 
 
 def test_a_sigterm_read_one_step_late_stops_every_process_at_the_same_step():

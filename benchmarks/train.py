@@ -226,7 +226,7 @@ def train_lightning(
     else:
         strategy = build_strategy(plan)
     module = PolicyModule(model, backend, "sft", lr=1e-4, compile=compiled, compile_blocks=plan.compile_blocks)
-    loader = torch.utils.data.DataLoader(data, batch_size=None)
+    loader = torch.utils.data.DataLoader(data, batch_size=None, pin_memory=True)  # as the fit's on CUDA
     trace = os.path.join(args.trace, f"{name}-{args.gpus}gpu-batch{args.batch}.json") if args.trace else None
     timer = Timer(args.warmup, args.profile, trace)
     trainer = pl.Trainer(

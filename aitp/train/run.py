@@ -205,7 +205,7 @@ def _fit(
     plan = plan_for(config)
     references, gap = _references(trainable, encoded, config, plan)
     module = _policy_module(trainable, config, plan)
-    loader = _loader(encoded, references, trainable.pad_id, config)
+    loader = _loader(encoded, references, trainable.pad_id, config, pin=plan.accelerator == "cuda")
     ckpt_path, done = _resume_point(base, config, plan)
     loaded = time.perf_counter()
     progress = _FitProgress()
@@ -254,8 +254,11 @@ def _policy_module(trainable: Trainable, config: TrainConfig, plan: StrategyPlan
     )
 
 
-def _loader(encoded: list, references: Any, pad_id: int, config: TrainConfig) -> torch.utils.data.DataLoader:
-    """Batches of the encoded examples, shuffled by the config's seed so a fit is a function of its inputs."""
+def _loader(
+    encoded: list, references: Any, pad_id: int, config: TrainConfig, pin: bool = False
+) -> torch.utils.data.DataLoader:
+    """Batches of the encoded examples, shuffled by the config's seed so a fit is a function of its inputs; with
+    `pin` (CUDA) in page-locked memory, whose copy to the GPU does not wait for the previous step's work."""
     return torch.utils.data.DataLoader(
         ExampleDataset(encoded, references),
         batch_size=config.batch_size,
@@ -264,6 +267,7 @@ def _loader(encoded: list, references: Any, pad_id: int, config: TrainConfig) ->
         collate_fn=make_collate(config.objective, pad_id, references is not None),
         num_workers=config.num_workers,
         generator=torch.Generator().manual_seed(config.seed),
+        pin_memory=pin,
     )
 
 

@@ -79,6 +79,7 @@ from aitp.policies.tiny import TinyConfig, TinyTransformer
 from aitp.train import logprobs
 from aitp.train.attention import use_causal_sdpa
 from aitp.train.module import PolicyModule, pl
+from aitp.train.sigterm import ReadSigtermOneStepLate
 from aitp.train.strategy import Hardware, build_strategy, deepspeed_config, in_launched_process, plan_strategy
 from aitp.train.zero import destroy_engine
 
@@ -241,7 +242,7 @@ def train_lightning(
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[timer],
+        callbacks=[timer, ReadSigtermOneStepLate()],  # as the fit's
     )
     module.train()
     try:

@@ -40,6 +40,7 @@ from aitp.train.module import (
     reference_logprobs,
     sampled_token_logprobs,
 )
+from aitp.train.sigterm import ReadSigtermOneStepLate
 from aitp.train.strategy import StrategyError, StrategyPlan, build_strategy, detect_hardware, plan_strategy
 
 
@@ -289,7 +290,7 @@ def _trainer(plan: StrategyPlan, config: TrainConfig, done: int, progress: _FitP
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
-        callbacks=[progress],
+        callbacks=[progress, ReadSigtermOneStepLate()],
         default_root_dir=str(out.parent),
     )
 

@@ -48,13 +48,10 @@ there is one fused call a process and one all-reduce, where DeepSpeed takes each
 float64 call while the GPU, done with backward, waits for the step (`take_partitioned_shortcuts`).
 
 When a fit ends its engine is taken apart (`destroy_engine`), with what DeepSpeed's own teardown leaves behind.
-Over several processes on CUDA the strategy also has Lightning read its per-step SIGTERM check a step late
-(`SigtermOneStepLate`), so that no step waits for the device to finish the one before.
 """
 
 from __future__ import annotations
 
-import contextlib
 import types
 from functools import partial
 from typing import Any
@@ -329,53 +326,6 @@ def _off_zero3_module_stack(module: torch.nn.Module) -> None:
         stack[:] = [m for m in stack if m is not module]
 
 
-class SigtermOneStepLate:
-    """Lightning's check, at the start of every step of several processes, that process 0 received SIGTERM, read
-    one step late rather than at once.
-
-    Lightning broadcasts process 0's flag and reads it on the host, which waits for the device to finish all
-    work queued before: the last step's optimizer. The next step's launches (its first gathers, under ZeRO-3)
-    then start on an idle device, every step. Here the flag is broadcast and copied to pinned host memory
-    behind an event; the flag read is the previous step's, whose event the device passed long before. A
-    SIGTERM still stops every process at the same step, one step later than Lightning's own check would.
-    """
-
-    def __init__(self, trainer: Any) -> None:
-        self.trainer = trainer
-        self.pending: tuple[Tensor, torch.cuda.Event | None] | None = None
-
-    def __call__(self) -> None:
-        from lightning.pytorch.utilities.exceptions import SIGTERMException
-
-        received = 1 if getattr(self.trainer, "received_sigterm", False) else 0
-        flag = torch.tensor([received], device=self.trainer.strategy.root_device)
-        torch.distributed.broadcast(flag, src=0)
-        host = torch.empty(1, dtype=flag.dtype, pin_memory=flag.is_cuda)
-        host.copy_(flag, non_blocking=flag.is_cuda)
-        event = torch.cuda.Event() if flag.is_cuda else None  # on the CPU the copy is done on return
-        if event is not None:
-            event.record()
-        previous, self.pending = self.pending, (host, event)
-        if previous is None:
-            return
-        if previous[1] is not None:
-            previous[1].synchronize()
-        if int(previous[0].item()) == 1:
-            with contextlib.suppress(Exception):  # as Lightning's: a process already gone must not hang the rest
-                torch.distributed.barrier()
-            raise SIGTERMException()
-
-
-def read_sigterm_one_step_late(trainer: Any) -> bool:
-    """Have a fit of several processes on CUDA check for SIGTERM as `SigtermOneStepLate` does; whether it does
-    (Lightning's loop without that check, or the CPU, keeps its own)."""
-    loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
-    if not hasattr(loop, "_broadcast_sigterm_tensor") or trainer.strategy.root_device.type != "cuda":
-        return False
-    loop._broadcast_sigterm_tensor = SigtermOneStepLate(trainer)
-    return True
-
-
 class ZeroStrategy(pl.strategies.DeepSpeedStrategy):
     """Lightning's DeepSpeed strategy; once built, a one-process ZeRO optimizer takes the shortcuts, and with
     `whole_weights` (a one-process ZeRO-3 plan) drops the per-module gathers. With `gather_by_block` (compiled
@@ -395,6 +345,5 @@ class ZeroStrategy(pl.strategies.DeepSpeedStrategy):
         optimizer = getattr(self.model, "optimizer", None)  # the DeepSpeed engine's, once set up
         self.one_process_shortcuts = take_one_process_shortcuts(optimizer)
         self.partitioned_shortcuts = not self.one_process_shortcuts and take_partitioned_shortcuts(optimizer)
-        self.sigterm_one_step_late = read_sigterm_one_step_late(trainer)
         if self.whole_weights:
             keep_weights_whole(optimizer)

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from aitp.train.zero import SigtermOneStepLate
+from aitp.train.sigterm import SigtermOneStepLate
 
 
 def main() -> None:

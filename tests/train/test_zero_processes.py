@@ -48,3 +48,29 @@ def test_a_sigterm_read_one_step_late_stops_every_process_at_the_same_step():
     done = two_processes("sigterm_two_processes.py")
     stops = sorted(re.findall(r"process (\d) stopped at step (\d+|None)", done.stdout))  # lines may interleave
     assert stops == [("0", "4"), ("1", "4")], done.stdout[-3000:]
+
+
+def test_the_check_read_one_step_late_is_installed_on_cuda_only():
+    """A CPU fit keeps Lightning's own check (its host waits for nothing); CUDA has it replaced."""
+    import types
+
+    import torch
+
+    from aitp.train.sigterm import ReadSigtermOneStepLate, SigtermOneStepLate
+
+    def fit_on(device: str):
+        loop = types.SimpleNamespace(_broadcast_sigterm_tensor=lambda: None)
+        strategy = types.SimpleNamespace(root_device=torch.device(device))
+        return types.SimpleNamespace(fit_loop=types.SimpleNamespace(epoch_loop=loop), strategy=strategy)
+
+    from lightning.pytorch.loops.training_epoch_loop import _TrainingEpochLoop
+
+    assert callable(_TrainingEpochLoop._broadcast_sigterm_tensor)  # the Lightning in use has the check replaced
+    cpu, cuda = fit_on("cpu"), fit_on("cuda")
+    callback = ReadSigtermOneStepLate()
+    callback.setup(cpu, None, "fit")
+    assert not callback.installed and not isinstance(
+        cpu.fit_loop.epoch_loop._broadcast_sigterm_tensor, SigtermOneStepLate
+    )
+    callback.setup(cuda, None, "fit")
+    assert callback.installed and isinstance(cuda.fit_loop.epoch_loop._broadcast_sigterm_tensor, SigtermOneStepLate)

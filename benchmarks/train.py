@@ -100,7 +100,8 @@ def rank() -> int:
 
 class Timer(pl.Callback):
     """Wall time from the start of step `warmup` to the end of training, synchronised with the GPU; with
-    `profile`, the GPU's kernel time by kind over those steps (torch's profiler, CUDA activity only)."""
+    `profile`, the GPU's kernel time by kind over those steps (torch's profiler); with `trace`, the host's activity
+    too, written there as a Chrome trace by process 0."""
 
     def __init__(self, warmup: int, profile: bool = False, trace: str | None = None) -> None:
         self.warmup, self.start, self.seconds, self.trace = warmup, None, 0.0, trace

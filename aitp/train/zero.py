@@ -182,9 +182,7 @@ def take_partitioned_shortcuts(optimizer: Any) -> bool:
     needed = ("get_grad_norm_direct", "_get_param_partition_group", "parameter_offload")
     if not all(hasattr(optimizer, name) for name in needed) or _one_process(optimizer):
         return False
-    if getattr(optimizer, "model_parallel_group", None) is not None:
-        return False
-    if getattr(optimizer, "sequence_parallel_size", 1) != 1 or getattr(optimizer, "autoep_folding_tp_group", None):
+    if not _data_parallel_only(optimizer) or getattr(optimizer, "autoep_folding_tp_group", None):
         return False
     if any(getattr(optimizer, name, True) for name in ("offload_optimizer", "offload_param", "use_muon")):
         return False
@@ -193,13 +191,17 @@ def take_partitioned_shortcuts(optimizer: Any) -> bool:
 
 
 def _alone_with(optimizer: Any, replaced: tuple[str, ...], *read: str) -> bool:
-    """Whether `optimizer` has the methods replaced and the attributes read, and trains alone: one process, no
-    model parallelism, no sequence parallelism (whose reduction divides by its size)."""
+    """Whether `optimizer` has the methods replaced and the attributes read, and trains alone: one process, data
+    parallelism only (`_data_parallel_only`)."""
     if not all(hasattr(optimizer, name) for name in (*replaced, *read)):
         return False
-    if getattr(optimizer, "model_parallel_group", None) is not None or not _one_process(optimizer):
-        return False
-    return getattr(optimizer, "sequence_parallel_size", 1) == 1
+    return _one_process(optimizer) and _data_parallel_only(optimizer)
+
+
+def _data_parallel_only(optimizer: Any) -> bool:
+    """No model parallelism and no sequence parallelism (whose reduction divides by its size)."""
+    no_model_parallel = getattr(optimizer, "model_parallel_group", None) is None
+    return no_model_parallel and getattr(optimizer, "sequence_parallel_size", 1) == 1
 
 
 def _take_zero3_shortcuts(optimizer: Any) -> bool:

@@ -319,10 +319,12 @@ def table(rows: list[dict], args) -> None:
 
 
 def profile_table(rows: list[dict]) -> None:
-    """Per profiled run: the step's wall time, the GPU's kernel time by kind, and the rest (the GPU waiting)."""
+    """Per profiled run: the step's wall time, the GPU's kernel time by kind, and the step less their sum: the GPU
+    waiting where one stream runs at a time, negative where streams overlap (collectives beside the compute), whose
+    stalls `trace_gaps.py` separates on a trace."""
     kinds = sorted({kind for r in rows for kind in r["kernel_ms_a_step"]})
     print("\nUnder the profiler (as were those runs' rates above), ms a step:\n")
-    print(f"| strategy | batch | step | {' | '.join(kinds)} | GPU idle |")
+    print(f"| strategy | batch | step | {' | '.join(kinds)} | step less kernels |")
     print("|---|---:|---:|" + "---:|" * (len(kinds) + 1))
     for r in rows:
         if not r["kernel_ms_a_step"]:

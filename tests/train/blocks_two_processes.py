@@ -34,8 +34,8 @@ class FusedHeadPolicy(PolicyModule):
         return self._loss(batch)
 
 
-def losses(stage: int) -> tuple[list[float], bool, dict]:
-    """Each step's loss, whether the fused norm was taken, and dynamo's graph counters."""
+def losses(stage: int) -> tuple[list[float], bool, dict, int]:
+    """Each step's loss, whether the fused norm was taken, dynamo's graph counters and the number of blocks."""
     compiled = stage == 3
     plan = plan_strategy(
         TWO_GPUS, zero_stage=stage, devices=2, precision="32-true", micro_batch_size=2, compile=compiled
@@ -61,16 +61,20 @@ def losses(stage: int) -> tuple[list[float], bool, dict]:
         engine.step()
         out.append(float(loss))
     counters = {"graphs": dynamo_utils.counters["stats"].get("unique_graphs"), **dynamo_utils.counters["graph_break"]}
+    blocks = len(repeated_blocks(module))
     engine.destroy()
-    return out, taken, counters
+    return out, taken, counters, blocks
 
 
 def main() -> None:
     deepspeed.init_distributed(dist_backend="gloo")
-    zero2, _, _ = losses(2)
-    zero3, taken, counters = losses(3)
+    zero2, *_ = losses(2)
+    zero3, taken, counters, blocks = losses(3)
     assert taken, "ZeRO-3 over two processes did not take the fused clipping norm"
-    assert counters == {"graphs": 2}, counters  # the blocks' graph and the head's, no break
+    # No graph break, the head a graph of its own; the blocks share one graph on torch 2.13 and take one each on
+    # 2.11 (as the 1.7B architecture's 24 blocks do on the GPUs): from 2 to blocks + 1 graphs.
+    graphs = counters.pop("graphs")
+    assert not counters and 2 <= graphs <= blocks + 1, (graphs, counters)
     assert all(abs(a - b) <= 1e-4 * abs(a) for a, b in zip(zero2, zero3)), (zero2, zero3)
     sys.stdout.write(f"process {dist.get_rank()}: ZeRO-3 by block took ZeRO-2's steps {zero3}\n")
 

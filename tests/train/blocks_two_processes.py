@@ -13,8 +13,9 @@ import torch
 import torch._dynamo.utils as dynamo_utils
 import torch.distributed as dist
 from deepspeed.utils import set_z3_leaf_modules
+from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
-from aitp.train.logprobs import sft_nll
+from aitp.train.logprobs import linear_nll, sft_nll
 from aitp.train.module import PolicyModule, repeated_blocks
 from aitp.train.strategy import Hardware, deepspeed_config, plan_strategy
 from aitp.train.zero import take_partitioned_shortcuts
@@ -35,7 +36,8 @@ class FusedHeadPolicy(PolicyModule):
 
 
 def losses(stage: int) -> tuple[list[float], bool, dict, int]:
-    """Each step's loss, whether the fused norm was taken, dynamo's graph counters and the number of blocks."""
+    """Each step's loss, whether the fused norm was taken, dynamo's graph counters (and whether the head has a graph)
+    and the number of blocks."""
     compiled = stage == 3
     plan = plan_strategy(
         TWO_GPUS, zero_stage=stage, devices=2, precision="32-true", micro_batch_size=2, compile=compiled
@@ -60,7 +62,11 @@ def losses(stage: int) -> tuple[list[float], bool, dict, int]:
         engine.backward(loss)
         engine.step()
         out.append(float(loss))
-    counters = {"graphs": dynamo_utils.counters["stats"].get("unique_graphs"), **dynamo_utils.counters["graph_break"]}
+    counters = {
+        "graphs": dynamo_utils.counters["stats"].get("unique_graphs"),
+        "head compiled": bool(_debug_get_cache_entry_list(linear_nll.__code__)),
+        **dynamo_utils.counters["graph_break"],
+    }
     blocks = len(repeated_blocks(module))
     engine.destroy()
     return out, taken, counters, blocks
@@ -73,8 +79,8 @@ def main() -> None:
     assert taken, "ZeRO-3 over two processes did not take the fused clipping norm"
     # No graph break, the head a graph of its own; the blocks share one graph on torch 2.13 and take one each on
     # 2.11 (as the 1.7B architecture's 24 blocks do on the GPUs): from 2 to blocks + 1 graphs.
-    graphs = counters.pop("graphs")
-    assert not counters and 2 <= graphs <= blocks + 1, (graphs, counters)
+    graphs, head = counters.pop("graphs"), counters.pop("head compiled")
+    assert head and not counters and 2 <= graphs <= blocks + 1, (graphs, head, counters)
     assert all(abs(a - b) <= 1e-4 * abs(a) for a, b in zip(zero2, zero3)), (zero2, zero3)
     sys.stdout.write(f"process {dist.get_rank()}: ZeRO-3 by block took ZeRO-2's steps {zero3}\n")
 

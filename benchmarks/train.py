@@ -33,8 +33,8 @@ whole square (`results/2026-11-29-train-profile.md`), unless `--attention causal
 `--offload` moves the DeepSpeed strategies' optimizer state (or also ZeRO-3's parameters) to CPU memory.
 
 `--profile` runs the Lightning strategies' timed steps under torch's profiler (GPU activity only) and prints,
-per run, the step's wall time split into GPU kernel time by kind (`train_profile.py`'s kinds) and the rest, the
-GPU waiting for the host: where one strategy's step loses to another's. Those runs' rates carry the
+per run, the step's wall time split into GPU kernel time by kind (`train_profile.py`'s kinds) and the rest (the
+GPU waiting, where one stream runs at a time): where one strategy's step loses to another's. Those runs' rates carry the
 profiler's cost, so compare rates from runs without it. `--trace DIR` also records the host and writes process
 0's timed steps as a Chrome trace per run, which `trace_gaps.py` reads: when the GPU's compute stream stands
 still, and what the collectives and the host were doing meanwhile.
@@ -424,7 +424,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="time the Lightning strategies' steps under torch's profiler: GPU time by kernel kind and idle",
+        help="time the Lightning strategies' steps under torch's profiler: GPU time by kernel kind, and the rest",
     )
     parser.add_argument(
         "--trace",

@@ -43,9 +43,10 @@ gradients and their allocations: at 1.7B parameters, tens of GB of memory traffi
 Over several processes ZeRO-3's weights are partitioned and gathered around each module. Compiled, the
 network is then one graph per repeated block (`StrategyPlan.compile_blocks`), and each block is what
 DeepSpeed calls a leaf: its weights gathered at once as it is entered, none of its inner layers hooked,
-so the compiled block holds no gather and traces as one graph, the same for every block. The clipping norm
-there is one fused call a process and one all-reduce, where DeepSpeed takes each partition's norm in its own
-float64 call while the GPU, done with backward, waits for the step (`take_partitioned_shortcuts`).
+so the compiled block holds no gather and traces as one graph (shared by every block, or one each where
+torch guards each block's weights, as 2.11 does). The clipping norm there is one fused call a process and one
+all-reduce, where DeepSpeed takes each partition's norm in its own float64 call while the GPU, done with
+backward, waits for the step (`take_partitioned_shortcuts`).
 
 When a fit ends its engine is taken apart (`destroy_engine`), with what DeepSpeed's own teardown leaves behind.
 """
@@ -75,6 +76,11 @@ def _overflow(self) -> Tensor:
     return (~torch.isfinite(gradient_norms(grads))).any().reshape(1)
 
 
+def _minus_one_unless_finite(norm: Tensor) -> Tensor:
+    """The norm, or -1 where it is inf or NaN: how DeepSpeed's optimizers mark a norm that overflowed."""
+    return torch.where(torch.isfinite(norm), norm, torch.full_like(norm, -1.0))
+
+
 def _grad_norm(self, gradients: list[Tensor], params: list[Tensor], norm_type: float = 2) -> Tensor:
     """The L2 norm over `gradients` (DeepSpeed's padding excluded); -1 where it is inf or NaN."""
     if float(norm_type) != 2.0:
@@ -83,7 +89,7 @@ def _grad_norm(self, gradients: list[Tensor], params: list[Tensor], norm_type: f
     if not grads:
         return torch.zeros((), dtype=torch.float32, device=self.device)
     total = torch.linalg.vector_norm(gradient_norms(grads))
-    return torch.where(torch.isfinite(total), total, torch.full_like(total, -1.0))
+    return _minus_one_unless_finite(total)
 
 
 def _grad_norm_across_processes(self, gradients: list[Tensor], params: list[Tensor], norm_type: float = 2) -> Tensor:
@@ -99,7 +105,7 @@ def _grad_norm_across_processes(self, gradients: list[Tensor], params: list[Tens
         squares = torch.zeros((), dtype=torch.float32, device=self.device)
     torch.distributed.all_reduce(squares, group=self._get_param_partition_group(params[0]))
     total = squares.sqrt()
-    return torch.where(torch.isfinite(total), total, torch.full_like(total, -1.0))
+    return _minus_one_unless_finite(total)
 
 
 def _no_reduction(self, rank: Any, grads: list[Tensor], communication_data_type: torch.dtype, **_: Any) -> None:

@@ -1,18 +1,23 @@
 """The provers a user would pick instead of the learned one, on the loop's own evaluation set, at one wall-clock budget.
 
-    python benchmarks/prove_peers.py --split valid --limit 200 --budget 20 --provers coq-auto,sauto,hammer \
+    python benchmarks/prove_peers.py --split valid --limit 200 --budget 20 \
+        --provers coq-auto,sauto,hammer,portfolio [--offset K] \
         [--model HOME:EXPERIMENT[:ALIAS|:VERSION]]... [--workers N] [--out DIR]
 
-The theorems are the first `--limit` of the split of the Coq loop's theorem set (`configs/prove-coq.yaml`), in set
-order, each stated in its own library context by `CoqEnv.open` (the lemma itself hidden from the hint databases).
-Every prover gets the same wall-clock budget per theorem (opening the theorem is not counted: it is the same for
-all), and every proof is re-checked by `CoqEnv.check_proof`, which refuses a proof that depends on the lemma itself.
-A `hammer` proof is its printed reconstruction, refused as well when its `use:` lemmas name anything not stated
-before the theorem (`TheoremSet.premises`).
+The theorems are `--limit` theorems of the split of the Coq loop's theorem set (`configs/prove-coq.yaml`) from the
+`--offset`-th on, in set order (`--offset 100 --limit 200`: test theorems 101-300), each stated in its own library
+context by `CoqEnv.open` under the one premise rule of every prover (`aitp.proving.coq.hints`: the lemma, its
+auxiliaries and everything stated after it hidden from hints and from CoqHammer's premise search, and refused
+where a tactic cites them). Every prover gets the same wall-clock budget per theorem (opening the theorem is not
+counted: it is the same for all), and every proof is re-checked by `CoqEnv.check_proof`, which applies the rule
+again and refuses a proof that depends on the lemma itself. A `hammer` proof is its printed reconstruction.
 
 - `coq-auto`: Coq's own automation, `auto`, `eauto`, `lia`, `intuition`, `firstorder`, `intros; lia` in turn;
 - `sauto`: CoqHammer's own proof search, no external prover;
-- `hammer`: CoqHammer's `hammer` (the provers it finds here: E), its ATP limit half the budget;
+- `hammer`: CoqHammer's `hammer` with every ATP installed (E, and cvc5 as `cvc4`), its ATP limit half the budget
+  and its reconstruction limit a quarter (`aitp.proving.coq.hammer.session_sentences`);
+- `portfolio`: the three above one after another inside the same budget, as a user chains them: Coq's automation
+  and `sauto` first (each fails within a second or two where it fails), `hammer` with what is left;
 - each `--model`, named `EXPERIMENT:ALIAS` or `EXPERIMENT:VERSION` in the table: a registered prover model of a
   loop (its champion unless an alias or version is named: version 1 of a loop that starts untrained is the
   untrained models), searched at its experiment's evaluation settings
@@ -40,15 +45,18 @@ import numpy as np
 from aitp.atomic import publish_jsonl
 from aitp.paired import paired_bootstrap, wilson
 from aitp.proving.config import ProvingConfig, loop_proving
-from aitp.proving.coq.hammer import outside_premises, reconstruction
 from aitp.proving.data.theorem_set import TheoremSet
 from aitp.proving.env import ProofStep, Theorem
 
+COQ_AUTO = ["auto", "eauto", "lia", "intuition", "firstorder", "intros; lia"]
 PEER_TACTICS = {
-    "coq-auto": ["auto", "eauto", "lia", "intuition", "firstorder", "intros; lia"],
+    "coq-auto": COQ_AUTO,
     "sauto": ["sauto"],
     "hammer": ["hammer"],
+    "portfolio": [*COQ_AUTO, "sauto", "hammer"],
 }
+CHEAP_SHARE = 0.25  # of the budget: the most any tactic before the portfolio's `hammer` may take
+RULE_REFUSALS = ("rejected: cites what is not stated before", "proof depends on the theorem being proved")
 UNBOUNDED_EXPANSIONS = 1_000_000  # the model, like every peer, is stopped by the wall clock alone
 CHUNK = 5  # theorems per task: one prover session each, so long hammer runs spread over the workers
 
@@ -65,32 +73,25 @@ class Attempt:
     check: str
 
 
-def premise_refusal(proof: str, premises: list[str]) -> str:
-    """Why a hammer proof may not count because it cites lemmas not stated before the theorem ('' when it may)."""
-    outside = outside_premises(proof, premises)
-    return f"use: lemmas not stated before the theorem: {', '.join(outside)}" if outside else ""
-
-
-def try_peer(env, library: TheoremSet, theorem: Theorem, prover: str, budget: float) -> Attempt:
+def try_peer(env, theorem: Theorem, prover: str, budget: float) -> Attempt:
     """Run a peer's tactics on the theorem's root goal until one proves it or the budget is spent; re-check it."""
     goal = env.open(theorem)
     start, proof, note = time.perf_counter(), "", "not proved"
-    for tactic in PEER_TACTICS[prover]:
+    tactics = PEER_TACTICS[prover]
+    for tactic in tactics:
         left = budget - (time.perf_counter() - start)
         if left < 0.5:
             note = "budget spent"
             break
-        result = env.run_tactic(goal, tactic, timeout=left)
+        cap = left if tactic == tactics[-1] else min(left, budget * CHEAP_SHARE)
+        result = env.run_tactic(goal, tactic, timeout=cap)
         if result.outcome == "proved":
-            proof = (reconstruction(env.printed) or tactic) if prover == "hammer" else tactic
+            proof = result.replay or tactic
             break
         note = f"{result.outcome}: {' '.join(result.error.split())[:160]}"
     seconds = time.perf_counter() - start
     if not proof:
         return Attempt(theorem.name, prover, False, seconds, "", note)
-    refusal = premise_refusal(proof, library.premises(theorem.name)) if prover == "hammer" else ""
-    if refusal:
-        return Attempt(theorem.name, prover, False, seconds, proof, refusal)
     check = env.check_proof(theorem, ProofStep(proof))
     return Attempt(theorem.name, prover, check.ok, seconds, proof, check.message)
 
@@ -108,7 +109,7 @@ def run_task(task: tuple[str, list[str], dict]) -> list[Attempt]:
         env.set_premises(library.premise_map())
         for name in names:
             try:
-                out.append(try_peer(env, library, library.get(name), prover, opts["budget"]))
+                out.append(try_peer(env, library.get(name), prover, opts["budget"]))
             except (UnknownTheoremError, ProverCrashedError) as exc:
                 env.recover()
                 out.append(Attempt(name, prover, False, 0.0, "", f"not opened: {' '.join(str(exc).split())[:160]}"))
@@ -197,19 +198,25 @@ def table(attempts: list[Attempt], provers: list[str], theorems: list[str], budg
     proved = {p: np.array([0.0] * len(theorems)) for p in provers}
     index = {t: i for i, t in enumerate(theorems)}
     times: dict[str, list[float]] = {p: [] for p in provers}
+    refused = dict.fromkeys(provers, 0)
     for a in attempts:
+        refused[a.prover] += a.check.startswith(RULE_REFUSALS)
         if a.proved:
             proved[a.prover][index[a.theorem]] = 1.0
             times[a.prover].append(a.seconds)
     n = len(theorems)
-    lines = ["| prover | proved | 95 % (Wilson) | median s of proofs |", "|---|---:|---|---:|"]
+    lines = [
+        "| prover | proved | 95 % (Wilson) | median s of proofs | proofs refused by the premise rule |",
+        "|---|---:|---|---:|---:|",
+    ]
     for p in provers:
         k = int(proved[p].sum())
         low, high = wilson(k, n)
         median = f"{statistics.median(times[p]):.2f}" if times[p] else "-"
-        lines.append(f"| {p} ({budget:g} s cap) | {k}/{n} | {100 * low:.1f}–{100 * high:.1f} % | {median} |")
+        row = f"| {p} ({budget:g} s cap) | {k}/{n} | {100 * low:.1f}–{100 * high:.1f} % | {median} | {refused[p]} |"
+        lines.append(row)
     union = np.max(np.stack([proved[p] for p in provers]), axis=0)
-    lines.append(f"| union of the above | {int(union.sum())}/{n} | | |")
+    lines.append(f"| union of the above | {int(union.sum())}/{n} | | | |")
     lines += [
         "",
         "| b − a (paired, same theorems) | difference | 95 % (bootstrap) | only a | only b |",
@@ -226,9 +233,12 @@ def table(attempts: list[Attempt], provers: list[str], theorems: list[str], budg
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=("valid", "test"), default="valid")
-    parser.add_argument("--limit", type=int, default=200, help="the first N theorems of the split, in set order")
+    parser.add_argument("--limit", type=int, default=200, help="N theorems of the split, in set order")
+    parser.add_argument("--offset", type=int, default=0, help="skip the split's first K theorems (held-out ranges)")
     parser.add_argument("--budget", type=float, default=20.0, help="wall-clock seconds per theorem, every prover")
-    parser.add_argument("--provers", default="coq-auto,sauto,hammer", help="comma-separated: coq-auto,sauto,hammer")
+    parser.add_argument(
+        "--provers", default="coq-auto,sauto,hammer,portfolio", help=f"comma-separated: {','.join(PEER_TACTICS)}"
+    )
     parser.add_argument(
         "--model",
         action="append",
@@ -248,7 +258,9 @@ def main() -> None:
 
     theorem_set = loop_proving("coq").theorem_set_name
     library = load_theorem_set(theorem_set, args.home)
-    theorems = [t.name for t in library.split(args.split)[: args.limit]]
+    if args.offset < 0 or args.limit < 1:
+        raise SystemExit("error: --offset must be >= 0 and --limit >= 1")
+    theorems = [t.name for t in library.split(args.split)[args.offset : args.offset + args.limit]]
     opts = {"theorems": theorem_set, "home": args.home, "budget": args.budget}
     tasks = [(p, theorems[i : i + CHUNK], opts) for p in provers for i in range(0, len(theorems), CHUNK)]
     start, attempts = time.perf_counter(), []

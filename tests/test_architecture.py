@@ -49,20 +49,12 @@ LAYERS: list[tuple[str, ...]] = [
 """The layers of aitp, lowest first: a module imports from its own layer or from a lower one, never a higher one."""
 
 
-def _typing_only(tree: ast.Module) -> set[int]:
-    """Ids of the import nodes under `if TYPE_CHECKING:`: annotations only, never run, so no arrow between jobs."""
-    guarded = [n for n in ast.walk(tree) if isinstance(n, ast.If) and ast.unparse(n.test).endswith("TYPE_CHECKING")]
-    return {id(node) for block in guarded for stmt in block.body for node in ast.walk(stmt)}
-
-
 def _imports(path: Path) -> set[str]:
-    """Modules a file imports, at any depth (lazy imports inside functions count too; annotation-only ones not)."""
+    """Modules a file imports, at any depth: lazy imports inside functions count, and annotation-only ones under
+    `TYPE_CHECKING` too (a type named across a circle is a circle of jobs all the same)."""
     found = set()
     tree = ast.parse(path.read_text())
-    skip = _typing_only(tree)
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -16,6 +16,7 @@ from aitp.proving.data.theorems import TheoremSet, load_theorem_set, split_of
 from aitp.proving.data.traces import merge_rows, trace_rows, write_traces
 from aitp.proving.errors import ProverUnavailableError, UnknownTheoremError
 from aitp.proving.search import Budget, SearchConfig, make_search
+from aitp.proving.search.base import ClosingTactic
 
 
 @app.command("prove")
@@ -34,19 +35,33 @@ def prove_command(
     tactic_timeout: float = typer.Option(5.0, help="Seconds before a tactic is interrupted."),
     exploration: float = typer.Option(1.0, help="HTPS exploration constant."),
     tactics: str | None = typer.Option(None, help="Comma-separated subset of the fixed tactic set."),
+    automation: bool = typer.Option(
+        False, help="Coq: load CoqHammer, so its tactics (sauto, hammer...) join the tactic set, as in the loop."
+    ),
+    closing: list[str] = typer.Option(
+        None,
+        "--closing",
+        help="TACTIC:SECONDS[:MAX_DEPTH], tried on every goal before the policy's, as the loop's closing_tactics "
+        "(repeatable; e.g. --closing sauto:2 --closing hammer:10:0).",
+    ),
     experiment: str = typer.Option("prove", help="Experiment (lake partition)."),
     iteration: int = typer.Option(0, help="Iteration (lake partition)."),
     home: Path | None = typer.Option(None, help="aitp home; default $AITP_HOME or ./data."),
     traces: bool = typer.Option(True, help="Write proof_nodes, proof_edges and proofs."),
 ) -> None:
-    """Search proofs with the fixed-tactic policy; print proved/attempted and write the traces."""
+    """Search proofs with the fixed-tactic policy under the loop's premise rule; print proved/attempted and write
+    the traces."""
+    closing_tactics = tuple(_closing_tactic(c, backend, automation) for c in closing or [])
     config = SearchConfig(
         budget=Budget(budget_expansions, budget_prover_seconds, budget_wall_seconds),
         tactics_per_goal=tactics_per_goal,
         batch_size=batch_size,
         tactic_timeout=tactic_timeout,
         exploration=exploration,
+        closing_tactics=closing_tactics,
     )
+    if automation and not BACKENDS[backend].automation_tactics:
+        raise BadInputError(f"--automation loads CoqHammer, which backend '{backend}' has not: use --backend coq")
     searcher = make_search(search, config)
     ok, why = backend_available(backend)
     if not ok:
@@ -68,10 +83,13 @@ def prove_command(
         raise UnknownTheoremError(f"no theorems in split '{split}' of '{set_name}'")
     from aitp.proving.models.fixed_policy import FixedTacticPolicy  # torch: only when proving
 
-    policy = FixedTacticPolicy(backend, library, tactics=[t.strip() for t in tactics.split(",")] if tactics else None)
+    chosen_tactics = [t.strip() for t in tactics.split(",")] if tactics else None
+    policy = FixedTacticPolicy(backend, library, tactics=chosen_tactics, automation=automation)
+    hammer = next((c.timeout for c in closing_tactics if c.tactic == "hammer"), tactic_timeout)
+    options = {"automation": True, "hammer_timeout": hammer} if automation else {}
 
     parts, proved = [], 0
-    with open_env(backend, tactic_timeout=tactic_timeout) as env:
+    with open_env(backend, tactic_timeout=tactic_timeout, **options) as env:
         env.set_premises(library.premise_map())
         for theorem in chosen:
             result = searcher.run(env, theorem, policy)
@@ -87,6 +105,36 @@ def prove_command(
         shard = re.sub(r"[^A-Za-z0-9_-]", "_", f"{backend}-{search}-{split}")[:64]
         where = write_traces(resolve_home(home), experiment, iteration, merge_rows(parts), shard)
         print(f"traces: {where}")
+
+
+def _closing_tactic(spec: str, backend: str, automation: bool) -> ClosingTactic:
+    """`TACTIC:SECONDS[:MAX_DEPTH]` as a closing tactic, refused in one line where it could not run."""
+    from aitp.proving.errors import TacticRejectedError
+
+    tactic, seconds_text, depth_text = spec, "", ""
+    head, _, last = spec.rpartition(":")  # a tactic may hold colons (`sauto use: x`): numbers from the right
+    before, _, middle = head.rpartition(":")
+    if before and _is_number(middle) and last.strip().isdigit():
+        tactic, seconds_text, depth_text = before, middle, last
+    elif head:
+        tactic, seconds_text = head, last
+    if not _is_number(seconds_text):
+        raise BadInputError(f"--closing {spec!r}: write TACTIC:SECONDS[:MAX_DEPTH], e.g. sauto:2 or hammer:10:0")
+    seconds, depth = float(seconds_text), int(depth_text) if depth_text else None
+    if seconds <= 0:
+        raise BadInputError(f"--closing {spec!r}: SECONDS must be > 0")
+    try:
+        BACKENDS[backend].validate_tactic(tactic, automation)
+    except TacticRejectedError as exc:
+        raise BadInputError(f"--closing {spec!r} is refused: {exc}") from None
+    return ClosingTactic(tactic.strip(), seconds, depth)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return float(text) >= 0
+    except ValueError:
+        return False
 
 
 @app.command("prove-theorems")

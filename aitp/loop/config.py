@@ -109,5 +109,13 @@ class LoopConfig(BaseModel):
         return LoopSettings(self.experiment, self.seed, self.device, self.fanout)
 
     def build_environment(self, home: Path) -> Environment:
-        """The environment of the config's world, for one loop under `home`."""
-        return self.environment.build(self.settings(), home)
+        """The environment of the config's world, for one loop under `home`: each world's environment reads its own
+        config, which never names the class that reads it (so no import runs from a world's config to its
+        environment and back)."""
+        if self.environment.type == "proving":
+            from aitp.proving.environment import ProverEnvironment
+
+            return ProverEnvironment(self.environment, self.settings(), home)
+        from aitp.reasoning.environment import ReasoningEnvironment
+
+        return ReasoningEnvironment(self.environment, self.settings())

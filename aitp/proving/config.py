@@ -10,19 +10,15 @@ backend records, which the validators import when they first run.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from aitp.configs import MAX_NAME_LENGTH, SHIPPED_CONFIGS
-from aitp.environment import LoopSettings
 from aitp.policies.spec import PolicySpec, existing_policy
 from aitp.proving.errors import UnknownBackendError
 from aitp.proving.search.base import ClosingTactic
 from aitp.user_yaml import read_yaml
-
-if TYPE_CHECKING:
-    from aitp.proving.environment import ProverEnvironment
 
 ProverBackend = Literal["coq", "hol-light"]
 PROVER_BACKENDS: tuple[str, ...] = get_args(ProverBackend)
@@ -189,12 +185,6 @@ class ProvingConfig(BaseModel):
                 "environment.critic_min_visits labels a learned critic: set environment.critic: learned or remove it"
             )
         return self
-
-    def build(self, settings: LoopSettings, home: Path) -> ProverEnvironment:
-        """The world's environment for one loop under `home`."""
-        from aitp.proving.environment import ProverEnvironment
-
-        return ProverEnvironment(self, settings, home)
 
     @property
     def theorem_set_name(self) -> str:

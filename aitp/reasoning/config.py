@@ -7,21 +7,16 @@ handed whole to the world's `ReasoningEnvironment`.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from aitp.configs import MAX_NAME_LENGTH
-from aitp.environment import LoopSettings
 from aitp.policies.base import SamplingParams
 from aitp.policies.spec import PolicySpec, existing_policy
 from aitp.reasoning.evaluate import EvalConfig
 from aitp.reasoning.filtering import SEED_THRESHOLD
 from aitp.train.config import TrainConfig
-
-if TYPE_CHECKING:
-    from aitp.reasoning.environment import ReasoningEnvironment
 
 LOOP_OWNED_TRAIN_KEYS = {
     "threshold": "set environment.rollouts.threshold instead",
@@ -210,9 +205,3 @@ class ReasoningConfig(BaseModel):
         """Whether the iteration samples rollouts (not the warm start, not a demonstrations-only control)."""
         stage = self.warm_start if iteration == 0 else self.self_train
         return not stage.demonstrations_only
-
-    def build(self, settings: LoopSettings, home: Path) -> ReasoningEnvironment:
-        """The world's environment for one loop."""
-        from aitp.reasoning.environment import ReasoningEnvironment
-
-        return ReasoningEnvironment(self, settings)

@@ -1,4 +1,4 @@
-"""The peer comparison's pure parts: a hammer proof citing later lemmas is refused; the table pairs provers."""
+"""The peer comparison's pure parts: the portfolio's order; the table pairs provers and counts the rule's refusals."""
 
 from __future__ import annotations
 
@@ -17,24 +17,22 @@ def _script():
     return module
 
 
-def test_hammer_proofs_may_cite_only_earlier_lemmas():
+def test_the_portfolio_chains_the_peers_and_leaves_hammer_the_rest():
     script = _script()
-    premises = ["Coq.Init.Logic.eq_sym", "Coq.Arith.PeanoNat.Nat.add_0_r"]
-    assert script.premise_refusal("hauto lq: on use: Nat.add_0_r, eq_sym", premises) == ""
-    assert script.premise_refusal("sfirstorder", premises) == ""
-    refusal = script.premise_refusal("hauto use: Nat.add_0_r, Nat.add_comm", premises)
-    assert refusal == "use: lemmas not stated before the theorem: Nat.add_comm"
+    assert script.PEER_TACTICS["portfolio"] == [*script.COQ_AUTO, "sauto", "hammer"]
+    assert script.PEER_TACTICS["portfolio"][-1] == "hammer" and 0 < script.CHEAP_SHARE < 1
 
 
 def test_table_counts_union_and_pairs():
     script = _script()
     attempts = [
         script.Attempt("t1", "a", True, 1.0, "auto", "ok"),
-        script.Attempt("t2", "a", False, 3.0, "", "no"),
+        script.Attempt("t2", "a", False, 3.0, "lia", "proof depends on the theorem being proved: t2"),
         script.Attempt("t1", "b", True, 2.0, "sauto", "ok"),
         script.Attempt("t2", "b", True, 4.0, "sauto", "ok"),
     ]
     report = script.table(attempts, ["a", "b"], ["t1", "t2"], 10.0)
     assert "| a (10 s cap) | 1/2 |" in report and "| b (10 s cap) | 2/2 |" in report
+    assert report.splitlines()[2].endswith("| 1 |") and report.splitlines()[3].endswith("| 0 |")  # refused
     assert "| union of the above | 2/2 |" in report
     assert "| b − a | +0.500 |" in report and report.rstrip().endswith("| 0 | 1 |")

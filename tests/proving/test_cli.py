@@ -59,9 +59,28 @@ def test_prove_prints_proved_over_attempted_and_writes_traces(monkeypatch, capsy
     assert any(tmp_path.rglob("*.parquet")) or any(tmp_path.rglob("*.jsonl"))
 
 
+def test_prove_reaches_coqhammer_and_closing_tactics_as_the_loop_does(monkeypatch, capsys, tmp_path, coq_theorem_home):
+    """`--automation` loads CoqHammer (its tactics join the set), `--closing` tries a tactic on every goal first."""
+    from aitp.proving.coq.hammer import coqhammer_available
+
+    require("coq")
+    if not coqhammer_available()[0]:
+        pytest.skip(f"CoqHammer unavailable: {coqhammer_available()[1]}")
+    with_cached_theorems(tmp_path, coq_theorem_home)
+    args = ["prove", "--home", str(tmp_path), "--name", "Coq.Bool.Bool.andb_comm", "--budget-expansions", "1"]
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--automation", "--tactics", "sauto", "--no-traces")
+    assert code == 0, err
+    assert "proved 1/1" in out and "\tsauto" in out
+    closing = [*args, "--automation", "--tactics", "intros", "--closing", "sauto:2:0", "--no-traces"]
+    code, out, err = run_cli(monkeypatch, capsys, *closing)
+    assert code == 0 and "proved 1/1" in out and "\tsauto." in out, err
+
+
 @pytest.mark.parametrize(
     "args,needle",
     [
+        (["--closing", "sauto:2"], "--closing 'sauto:2' is refused: 'sauto' is a CoqHammer tactic"),
+        (["--closing", "sauto"], "write TACTIC:SECONDS[:MAX_DEPTH]"),
         (["--name", "Coq.No.such_lemma"], "unknown theorem 'Coq.No.such_lemma'"),
         (["--search", "dfs"], "unknown search 'dfs'"),
         (["--tactics", "intros,sledgehammer"], "tactic 'sledgehammer' is not in the coq fixed tactic set"),

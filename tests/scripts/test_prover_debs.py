@@ -107,7 +107,8 @@ def test_unpacked_debs_are_where_the_coq_backend_looks(tmp_path, monkeypatch, ca
     assert prover_prefix.prover_binary("eprover") == str(prefix / "bin" / "eprover")
     assert coq_theories_dir() == prefix / "usr" / "lib" / "ocaml" / "coq" / "theories"
     env = prover_prefix.prover_env()
-    assert env["PATH"].split(os.pathsep)[:2] == [str(prefix / "usr" / "bin"), str(prefix / "bin")]
+    path = env["PATH"].split(os.pathsep)
+    assert path[:3] == [str(prover_prefix.ATP_NAMES), str(prefix / "usr" / "bin"), str(prefix / "bin")]
     assert env["LD_LIBRARY_PATH"].split(os.pathsep)[0] == str(prefix / "usr" / "lib" / "x86_64-linux-gnu")
     assert env["OCAMLLIB"] == str(prefix / "usr" / "lib" / "ocaml")
 
@@ -119,7 +120,9 @@ def test_unpacked_debs_are_where_the_coq_backend_looks(tmp_path, monkeypatch, ca
     assert "build the wheelhouse on a Debian/Ubuntu no newer" in capsys.readouterr().err
 
     monkeypatch.setenv(prover_prefix.PREFIX_ENV, str(tmp_path / "nowhere"))
-    assert prover_prefix.prover_env() is None  # no prefix: the system's provers, our environment
+    env = prover_prefix.prover_env()  # no prefix: the system's provers, our environment with hammer's ATP names
+    assert env["PATH"] == os.pathsep.join([str(prover_prefix.ATP_NAMES), os.environ["PATH"]])
+    assert "OCAMLLIB" not in env or env["OCAMLLIB"] == os.environ.get("OCAMLLIB")
 
 
 @needs_dpkg

@@ -14,15 +14,16 @@ proof: a proof that depends on the theorem itself, even through a library lemma 
 (it pulls in the micromega library) and quick for most others (`benchmarks/results/history-prove.md`);
 `CoqEnv(check_dependencies=False)` skips it, for speed benchmarks only.
 
-The theorem is a loaded stdlib lemma, so before its goal is stated it and the hinted library
-lemmas after it are removed from the hint databases (`hints`), and tactics naming it are
-rejected: `auto` must not prove a lemma by applying the lemma.
+The theorem is a loaded stdlib lemma, so the premise rule (`hints`: what precedes T, never T nor a lemma stated
+after it) is applied for every tactic alike: before its goal is stated, T and the hinted library lemmas after it
+are removed from the hint databases, in a session with CoqHammer they go on the `Search Blacklist` its premise
+selection honours, and a tactic citing one of them is refused with the name, in search and at the re-check.
 
 `CoqEnv(automation=True)` also loads CoqHammer (`hammer`), whose tactics (`sauto`, `hammer`...)
 the allowlist then accepts; without it they are refused in one line naming the fix. The external provers
 `hammer` calls get half of the session's `hammer_timeout` (`hammer.session_sentences`), and a goal it
-proves records its reconstruction (`TacticResult.replay`), refused when that cites a lemma not stated
-before the theorem. It is opt-in: loading CoqHammer slows every session's start and pulls ZArith and
+proves records its reconstruction (`TacticResult.replay`), refused like any tactic when it cites a forbidden name.
+It is opt-in: loading CoqHammer slows every session's start and pulls ZArith and
 Program into every state, which would change what the existing searches see.
 """
 
@@ -33,9 +34,11 @@ import signal
 import time
 from dataclasses import dataclass
 
-from aitp.proving.coq.hammer import coqhammer_available, outside_premises, reconstruction, session_sentences
+from aitp.proving.coq.hammer import coqhammer_available, reconstruction, session_sentences
 from aitp.proving.coq.hints import (
+    blacklist_sentence,
     dependency_names,
+    forbidden_citations,
     hidden_hints,
     located_constant,
     parse_about,
@@ -43,7 +46,7 @@ from aitp.proving.coq.hints import (
     remove_hints_sentence,
 )
 from aitp.proving.coq.protocol import COQ_INSTALL_HINT, CoqError, CoqIdeTop, CoqTimeout, coq_available
-from aitp.proving.coq.tactics import parse_coq_tactic
+from aitp.proving.coq.tactics import cited_names, parse_coq_tactic
 from aitp.proving.env import CheckResult, Goal, ProofStep, ProverEnv, TacticResult, Theorem
 from aitp.proving.errors import (
     ProverCrashedError,
@@ -111,6 +114,7 @@ class CoqEnv(ProverEnv):
         self._located: dict[tuple[str, str], str | None] = {}  # (module, printed name) -> full name
         self._library: frozenset[str] = frozenset()
         self._about: dict[str, tuple[str, bool]] = {}  # theorem -> (printed name, transparent)
+        self._rule: tuple[str, frozenset[str], frozenset[str]] = ("", frozenset(), frozenset())
         self._start()
 
     # --- session -----------------------------------------------------------------------------
@@ -167,8 +171,22 @@ class CoqEnv(ProverEnv):
         super().set_premises(premises)
         self._library = frozenset(premises).union(*premises.values()) if premises else frozenset()
 
+    def _premise_rule(self, theorem: str) -> tuple[frozenset[str], frozenset[str]]:
+        """The names a proof of `theorem` may not cite (itself and the library after it) and those it may."""
+        if self._rule[0] != theorem:
+            allowed = frozenset(self._premises.get(theorem, ()))
+            self._rule = (theorem, (self._library - allowed) | {theorem}, allowed)
+        return self._rule[1], self._rule[2]
+
+    def refuse_forbidden(self, theorem: str, tactic: str) -> None:
+        """Raise TacticRejectedError naming what `tactic` cites against the premise rule (see `hints`)."""
+        forbidden, allowed = self._premise_rule(theorem)
+        cited = forbidden_citations(cited_names(tactic), forbidden, allowed)
+        if cited:
+            raise TacticRejectedError(f"cites what is not stated before the theorem: {', '.join(cited)}")
+
     def _opening(self, theorem: Theorem, name: str = GOAL_NAME) -> tuple[str, ...]:
-        """Require the theorem's module, hide it (and later library lemmas) from hints, state it."""
+        """Require the theorem's module, hide it (and later library lemmas) from hints and premise search, state it."""
         require = _require(theorem)
         self._goto(require)
         state = self._doc[-1][1] if self._doc else self._base
@@ -183,8 +201,10 @@ class CoqEnv(ProverEnv):
 
         premises = frozenset(self._premises.get(theorem.name, ()))
         hidden = hidden_hints(theorem.name, self._hint_dbs[module], resolve, self._library, premises)
-        remove = remove_hints_sentence(hidden)
-        return (*require, *((remove,) if remove else ()), _statement(theorem, name))
+        hide = [remove_hints_sentence(hidden)]
+        if self.automation:  # only CoqHammer's `hammer` searches premises: sessions without it skip the sentence
+            hide.append(blacklist_sentence(sorted(self._premise_rule(theorem.name)[0])))
+        return (*require, *(s for s in hide if s), _statement(theorem, name))
 
     # --- protocol ------------------------------------------------------------------------------
     def open(self, theorem: Theorem) -> Goal:
@@ -199,7 +219,9 @@ class CoqEnv(ProverEnv):
     def validate_tactic(self, goal: Goal, tactic: str) -> str:
         short = goal.theorem.rsplit(".", 1)[-1]
         forbidden = frozenset({goal.theorem, short, GOAL_NAME, "aitp_check"})
-        return parse_coq_tactic(tactic, forbidden, self.automation)
+        normalised = parse_coq_tactic(tactic, forbidden, self.automation)
+        self.refuse_forbidden(goal.theorem, normalised)
+        return normalised
 
     def _run(self, goal: Goal, tactic: str, timeout: float) -> TacticResult:
         handle: CoqHandle = goal.handle
@@ -232,14 +254,10 @@ class CoqEnv(ProverEnv):
         printed = reconstruction(self.printed)
         if printed is None:
             return TacticResult("error", error="hammer printed no reconstruction to record")
-        try:  # its own allowlisted, normalised text (hammer prints a closing period)
+        try:  # its own allowlisted, normalised text (hammer prints a closing period), under the premise rule
             replay = self.validate_tactic(goal, printed)
         except TacticRejectedError as exc:
             return TacticResult("error", error=f"hammer's reconstruction is refused: {exc}")
-        outside = outside_premises(replay, self.premises(goal))
-        if outside:
-            cited = ", ".join(outside)
-            return TacticResult("error", error=f"hammer cited lemmas not stated before the theorem: {cited}")
         return TacticResult("proved", replay=replay)
 
     def render_proof(self, proof: ProofStep) -> str:
@@ -250,7 +268,7 @@ class CoqEnv(ProverEnv):
         try:  # a proof may come from anywhere: its tactics pass the same allowlist as search
             for tactic in proof.tactics():
                 names = frozenset({theorem.name, theorem.name.rsplit(".", 1)[-1], GOAL_NAME})
-                parse_coq_tactic(tactic, names, self.automation)
+                self.refuse_forbidden(theorem.name, parse_coq_tactic(tactic, names, self.automation))
         except TacticRejectedError as exc:
             return CheckResult(False, f"rejected: {exc}", time.perf_counter() - start)
         check = "aitp_check"

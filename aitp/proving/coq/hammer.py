@@ -13,10 +13,11 @@ quarter: within T, `hammer` gets both an answer from the provers and time to rep
 outlives the tactic by more than its own limit.
 
 A proof records what `hammer` reconstructed (`hauto use: ...`), not `hammer`: that replays without the external
-provers, and its `use:` lemmas are checked against the premises stated before the theorem (`outside_premises`).
+provers, and it is held to the premise rule like any tactic (`hints`: its `use:` lemmas never T or a later one).
 
-Debian's CoqHammer 1.3.2 looks for `eprover`, `vampire`, `cvc4` and `z3_tptp`; Debian ships `eprover`
-only among them (its `z3` and `cvc5` do not answer to those names), so here `hammer` runs E.
+Debian's CoqHammer 1.3.2 looks for `eprover`, `vampire`, `cvc4` and `z3_tptp`. Debian ships E as `eprover`
+and CVC4's successor cvc5, which `prefix.ATP_NAMES` answers to the name `cvc4` for; Debian's z3 is built without
+the TPTP front end that `z3_tptp` is, and Vampire is not packaged: here `hammer` runs E and cvc5.
 """
 
 from __future__ import annotations
@@ -95,16 +96,3 @@ def use_lemmas(tactic: str) -> list[str]:
             end = options[i + 1].start() if i + 1 < len(options) else len(chain)
             names.extend(n.strip() for n in chain[option.end() : end].split(",") if n.strip())
     return names
-
-
-def outside_premises(tactic: str, premises: Iterable[str]) -> list[str]:
-    """The `use:` lemmas of `tactic` that are not among `premises` (names stated before the theorem).
-
-    A name matches a premise when equal to it or to a dot-aligned suffix of it (`Nat.add_comm` matches
-    `Coq.Arith.PeanoNat.Nat.add_comm`): hammer prints names as short as Coq lets it.
-    """
-    allowed = set()
-    for premise in premises:
-        parts = premise.split(".")
-        allowed.update(".".join(parts[i:]) for i in range(len(parts)))
-    return [name for name in use_lemmas(tactic) if name not in allowed]

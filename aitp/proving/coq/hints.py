@@ -1,4 +1,15 @@
-"""Keeping a lemma out of its own proof: which hint-database entries to hide while proving it.
+"""Keeping a lemma out of its own proof: one premise rule for every prover, and how Coq is made to keep it.
+
+The rule: a proof of T may use what precedes T in the library's order, never T, its auxiliary constants, or a
+library lemma stated after T. Every prover works under it alike (the loop's searches and their closing tactics,
+CoqHammer's `hammer`, the peers of `benchmarks/prove_peers.py`, a user's `aitp prove`), because every one of them
+runs inside `CoqEnv`, which applies it in three places:
+- hints: T and the later library lemmas are removed from the hint databases (below);
+- premise search: the same names go on Coq's `Search Blacklist` (`blacklist_sentence`), which CoqHammer's premise
+  selection honours; hiding from hints alone leaves T in the environment `hammer` searches, so it "proves" T from
+  T and its proofs are then refused;
+- citations: a tactic that names a forbidden constant is refused with that name (`forbidden_citations`), before
+  it runs and again when a found proof is re-checked.
 
 The theorem sets are lemmas of Coq's standard library, which is loaded, so its hint databases
 already hold many of them: `auto with arith` proves `Nat.max_l` by applying `Nat.max_l`. While a
@@ -68,6 +79,27 @@ def hidden_hints(
             if full == theorem or (full in library and full not in premises):
                 hidden.setdefault(full, set()).add(database)
     return hidden
+
+
+def blacklist_sentence(forbidden: list[str]) -> str | None:
+    """One `Add Search Blacklist` sentence for the forbidden names: premise search (`Search`, `hammer`) skips
+    every constant whose full name contains one of them, which also covers T's auxiliary constants (`T_subproof`)."""
+    if not forbidden:
+        return None
+    return "Add Search Blacklist " + " ".join(f'"{name}"' for name in forbidden) + "."
+
+
+def forbidden_citations(cited: list[str], forbidden: frozenset[str], allowed: frozenset[str]) -> list[str]:
+    """The names among `cited` (identifiers of a tactic) that can only mean a forbidden constant.
+
+    A cited name means a library lemma when it is that lemma's full name or a dot-aligned suffix of it (Coq
+    prints and accepts `Nat.add_comm` for `Coq.Arith.PeanoNat.Nat.add_comm`); a short name that is a suffix of an
+    allowed lemma too is given the benefit of the doubt (the re-check's dependency listing still catches T).
+    """
+    if not forbidden:
+        return []
+    banned, permitted = name_suffixes(forbidden), name_suffixes(allowed)
+    return [name for name in dict.fromkeys(cited) if name in banned and name not in permitted]
 
 
 def remove_hints_sentence(hidden: dict[str, set[str]]) -> str | None:

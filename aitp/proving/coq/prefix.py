@@ -8,6 +8,9 @@ prefix's `bin` folders first on PATH (coqidetop starts CoqHammer's `eprover` fro
 LD_LIBRARY_PATH, COQLIB at its Coq library, and OCAMLLIB and OCAMLPATH at its OCaml library (Coq's findlib
 resolves plugins such as CoqHammer's there). Without a prefix the system's provers are used unchanged.
 
+Either way `atp_names/` beside this file comes first on PATH: it holds the names CoqHammer 1.3.2 calls its ATPs by
+where Debian ships them under others (`cvc4` runs Debian's cvc5), so `hammer` runs every ATP that is installed.
+
 `python -m aitp.proving.coq.prefix` prints where each prover is found.
 """
 
@@ -24,7 +27,8 @@ PREFIX_ENV = "AITP_PROVERS"
 DEFAULT_PREFIX = Path(__file__).resolve().parents[3] / ".provers"
 # Debian 12's Coq 8.16 keeps its library under the OCaml tree; older releases under /usr/lib/coq.
 COQLIB_CANDIDATES = ("usr/lib/ocaml/coq", "usr/lib/coq")
-PROVER_BINARIES = ("coqidetop.opt", "coqc", "eprover", "z3", "cvc5")
+PROVER_BINARIES = ("coqidetop.opt", "coqc", "eprover", "z3", "cvc5", "cvc4")
+ATP_NAMES = Path(__file__).resolve().parent / "atp_names"
 
 
 def prover_prefix() -> Path | None:
@@ -38,13 +42,14 @@ def _prepend(paths: list[Path], current: str | None) -> str:
     return os.pathsep.join([*(str(p) for p in paths), *([current] if current else [])])
 
 
-def prover_env() -> dict[str, str] | None:
-    """The environment for a prover process: the prefix's paths first; None (inherit ours) without a prefix."""
+def prover_env() -> dict[str, str]:
+    """The environment for a prover process: CoqHammer's ATP names, then the prefix's paths, first."""
+    env = dict(os.environ)
     prefix = prover_prefix()
     if prefix is None:
-        return None
-    env = dict(os.environ)
-    env["PATH"] = _prepend([prefix / "usr" / "bin", prefix / "bin"], env.get("PATH"))
+        env["PATH"] = _prepend([ATP_NAMES], env.get("PATH"))
+        return env
+    env["PATH"] = _prepend([ATP_NAMES, prefix / "usr" / "bin", prefix / "bin"], env.get("PATH"))
     libraries = sorted(prefix.glob("usr/lib/*-linux-gnu")) + sorted(prefix.glob("lib/*-linux-gnu"))
     env["LD_LIBRARY_PATH"] = _prepend(libraries, env.get("LD_LIBRARY_PATH"))
     coqlib = next((prefix / c for c in COQLIB_CANDIDATES if (prefix / c / "theories").is_dir()), None)
@@ -61,9 +66,9 @@ def prover_env() -> dict[str, str] | None:
 
 def prover_binary(*names: str) -> str | None:
     """The first of `names` found on the provers' PATH (the prefix's folders first), or None."""
-    env = prover_env()
+    path = prover_env()["PATH"]
     for name in names:
-        found = shutil.which(name, path=env["PATH"] if env else None)
+        found = shutil.which(name, path=path)
         if found:
             return found
     return None

@@ -179,6 +179,16 @@ class _Parser:
             self.take()
 
 
+def cited_names(tactic: str) -> list[str]:
+    """The identifiers a tactic names (lemmas, hypotheses, tactics alike), in order: what a premise rule checks.
+
+    A name followed by `:` is an option of a CoqHammer tactic (`inv:`, `use:`) or a binder, never a citation.
+    """
+    tokens = _tokenize(tactic)
+    following = [*tokens[1:], ""]
+    return [t for t, after in zip(tokens, following) if (t[0].isalpha() or t[0] == "_") and after != ":"]
+
+
 def parse_coq_tactic(text: str, forbidden_names: frozenset[str] = frozenset(), automation: bool = False) -> str:
     """Return the tactic normalised (one trailing period dropped, spaces collapsed) or raise TacticRejectedError.
 

@@ -68,8 +68,11 @@ class FixedTacticPolicy:
         top_premises: int = 2,
         prior: dict[str, float] | None = None,
         premise_weight: float = 0.2,
+        automation: bool = False,
     ) -> None:
         templates = fixed_tactics(backend)
+        if automation:  # CoqHammer's tactics, for a session that loads them (`CoqEnv(automation=True)`)
+            templates += list(BACKENDS[backend].automation_tactics)
         if tactics:
             known = {template_head(t) for t, _ in templates}
             unknown = [t for t in tactics if t not in known]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from aitp.proving.coq import hammer as coq_hammer
-from aitp.proving.coq.hammer import outside_premises, reconstruction, session_sentences, use_lemmas
-from aitp.proving.coq.tactics import COQ_AUTOMATION_TACTICS, parse_coq_tactic
+from aitp.proving.coq.hammer import reconstruction, session_sentences, use_lemmas
+from aitp.proving.coq.hints import blacklist_sentence, forbidden_citations
+from aitp.proving.coq.tactics import COQ_AUTOMATION_TACTICS, cited_names, parse_coq_tactic
 from aitp.proving.env import Goal, ProofStep, Theorem
 from aitp.proving.errors import TacticRejectedError
 from aitp.proving.models.candidates import CandidateGenerator
@@ -24,14 +25,20 @@ def require_hammer() -> None:
         pytest.skip(f"CoqHammer unavailable: {why}")
 
 
-def test_use_lemmas_and_premises():
+def test_use_lemmas_and_the_premise_rule():
     tactic = "hauto lq: on drew: off use: Nat.add_comm, Coq.Init.Logic.eq_sym unfold: Nat.add"
     assert use_lemmas(tactic) == ["Nat.add_comm", "Coq.Init.Logic.eq_sym"]
     assert use_lemmas("sauto; qauto use: a") == ["a"]
     assert use_lemmas("sfirstorder") == []
-    premises = ["Coq.Init.Logic.eq_sym", "Coq.Arith.PeanoNat.Nat.add_0_r"]
-    assert outside_premises(tactic, premises) == ["Nat.add_comm"]
-    assert outside_premises("sauto use: Nat.add_0_r, eq_sym", premises) == []
+    allowed = frozenset({"Coq.Init.Logic.eq_sym", "Coq.Arith.PeanoNat.Nat.add_0_r"})
+    forbidden = frozenset({"Coq.Arith.PeanoNat.Nat.add_comm", "Coq.Arith.PeanoNat.Nat.inv"})
+    assert forbidden_citations(cited_names(tactic), forbidden, allowed) == ["Nat.add_comm"]
+    assert forbidden_citations(cited_names("hauto inv: list use: Nat.add_0_r, eq_sym"), forbidden, allowed) == []
+    assert forbidden_citations(["Nat.add_comm"], frozenset(), allowed) == []
+    assert blacklist_sentence(sorted(forbidden)) == (
+        'Add Search Blacklist "Coq.Arith.PeanoNat.Nat.add_comm" "Coq.Arith.PeanoNat.Nat.inv".'
+    )
+    assert blacklist_sentence([]) is None
 
 
 def test_reconstruction_and_time_limits():
@@ -118,20 +125,32 @@ def test_circular_hammer_proof_is_refused(hammer_env):
 
 def test_a_hammer_proof_records_its_reconstruction_and_its_premises_are_checked(hammer_env):
     """What `hammer` proves is recorded as the tactic it reconstructed (it replays without the provers); a
-    reconstruction citing a lemma not stated before the theorem is refused (here the session knows no premises)."""
+    reconstruction citing a lemma stated after the theorem is refused with its name."""
     theorem = Theorem("andb_comm", "", "coq", module="Coq.Bool.Bool")
-    hammer_env.set_premises({})
+    hammer_env.set_premises({theorem.name: []})
     result = hammer_env.run_tactic(hammer_env.open(theorem), "hammer")
     replay = reconstruction(hammer_env.printed)
-    assert replay is not None and result.outcome in ("proved", "error")
-    if use_lemmas(replay):
-        assert result.outcome == "error" and "not stated before the theorem" in result.error
-    else:
-        assert result.outcome == "proved" and result.replay == parse_coq_tactic(replay, automation=True)
-        assert result.replay != "hammer" and hammer_env.check_proof(theorem, ProofStep(result.replay)).ok
-    hammer_env.set_premises({theorem.name: list(use_lemmas(replay))})
-    again = hammer_env.run_tactic(hammer_env.open(theorem), "hammer")
-    assert again.outcome == "proved" and again.replay and "hammer" not in again.replay
+    assert replay is not None and result.outcome == "proved"
+    assert result.replay == parse_coq_tactic(replay, automation=True) and result.replay != "hammer"
+    assert hammer_env.check_proof(theorem, ProofStep(result.replay)).ok
+
+
+def test_a_proof_citing_a_lemma_stated_after_the_theorem_is_refused_with_its_name(hammer_env):
+    """The one premise rule: what precedes T may be cited, never T or a later lemma; at search and re-check."""
+    theorem = Theorem("Coq.Arith.PeanoNat.Nat.add_0_r", "", "coq", module="Coq.Arith.PeanoNat")
+    later = "Coq.Arith.PeanoNat.Nat.add_comm"
+    hammer_env.set_premises(
+        {theorem.name: ["Coq.Init.Peano.plus_n_O"], later: ["Coq.Init.Peano.plus_n_O", theorem.name]}
+    )
+    goal = hammer_env.open(theorem)
+    ran = hammer_env.run_tactic(goal, "intros n; rewrite Nat.add_comm; reflexivity")
+    assert ran.outcome == "error" and ran.error.endswith("not stated before the theorem: Nat.add_comm")
+    check = hammer_env.check_proof(theorem, ProofStep("intros n; rewrite Nat.add_comm; reflexivity"))
+    assert not check.ok and "Nat.add_comm" in check.message
+    assert hammer_env.check_proof(theorem, ProofStep("intros n; symmetry; apply plus_n_O")).ok
+    opening = hammer_env._opening(theorem)
+    assert any(s.startswith("Add Search Blacklist") and f'"{later}"' in s for s in opening)
+    assert not any("plus_n_O" in s for s in opening if s.startswith("Add Search Blacklist"))
 
 
 def test_closing_tactics_are_validated_and_set_hammer_time(tmp_path):

@@ -165,10 +165,6 @@ OUTSIDE_THE_SET = {t.name: t for t in (ADD_COMM, COQ_CASE.theorem)}
     [
         (ADD_COMM.name, "intros; lia", "Nat.add_comm"),  # lia's nat support is built from Nat.add_comm
         ("Coq.Arith.PeanoNat.Nat.add_0_r", "intros; lia", "Nat.add_0_r"),
-        # app_assoc_reverse (later in List.v, opaque) is proved from app_assoc: the listing follows its body
-        ("Coq.Lists.List.app_assoc", "intros; symmetry; apply app_assoc_reverse", "app_assoc"),
-        # le_dec is transparent (Defined), so only `Print All Dependencies` lists it; ge_dec uses it
-        ("Coq.Arith.Compare_dec.le_dec", "intros n m; exact (ge_dec m n)", "le_dec"),
     ],
 )
 def test_a_proof_through_the_theorem_itself_is_refused(coq_env, name, tactic, printed):
@@ -178,6 +174,26 @@ def test_a_proof_through_the_theorem_itself_is_refused(coq_env, name, tactic, pr
     check = env.check_proof(theorem, ProofStep(tactic))
     assert not check.ok
     assert check.message == f"proof depends on the theorem being proved: {printed}"
+
+
+@pytest.mark.parametrize(
+    "name,tactic,cited",
+    [
+        # app_assoc_reverse (later in List.v) is proved from app_assoc
+        ("Coq.Lists.List.app_assoc", "intros; symmetry; apply app_assoc_reverse", "app_assoc_reverse"),
+        # ge_dec (later in Compare_dec.v) is built from le_dec
+        ("Coq.Arith.Compare_dec.le_dec", "intros n m; exact (ge_dec m n)", "ge_dec"),
+    ],
+)
+def test_a_proof_citing_a_later_lemma_is_refused_with_its_name(coq_env, name, tactic, cited):
+    """The premise rule: never a lemma stated after the theorem, refused before it runs and at the re-check."""
+    env, library = coq_env
+    theorem = library.get(name)
+    assert env.premises(env.open(theorem))  # the session knows the library's order
+    ran = env.run_tactic(env.open(theorem), tactic)
+    assert ran.outcome == "error" and ran.error == f"rejected: cites what is not stated before the theorem: {cited}"
+    check = env.check_proof(theorem, ProofStep(tactic))
+    assert not check.ok and check.message.endswith(f"not stated before the theorem: {cited}")
 
 
 @pytest.mark.parametrize(

@@ -217,10 +217,13 @@ class CoqEnv(ProverEnv):
         return Goal(goals.foreground[0].text(), theorem.name, CoqHandle(path, 0))
 
     def validate_tactic(self, goal: Goal, tactic: str) -> str:
-        short = goal.theorem.rsplit(".", 1)[-1]
-        forbidden = frozenset({goal.theorem, short, GOAL_NAME, "aitp_check"})
-        normalised = parse_coq_tactic(tactic, forbidden, self.automation)
-        self.refuse_forbidden(goal.theorem, normalised)
+        return self._allowed(goal.theorem, tactic)
+
+    def _allowed(self, theorem: str, tactic: str) -> str:
+        """The tactic normalised through the allowlist and the premise rule, for search and re-check alike."""
+        short = theorem.rsplit(".", 1)[-1]
+        normalised = parse_coq_tactic(tactic, frozenset({theorem, short, GOAL_NAME, "aitp_check"}), self.automation)
+        self.refuse_forbidden(theorem, normalised)
         return normalised
 
     def _run(self, goal: Goal, tactic: str, timeout: float) -> TacticResult:
@@ -267,8 +270,7 @@ class CoqEnv(ProverEnv):
         start = time.perf_counter()
         try:  # a proof may come from anywhere: its tactics pass the same allowlist as search
             for tactic in proof.tactics():
-                names = frozenset({theorem.name, theorem.name.rsplit(".", 1)[-1], GOAL_NAME})
-                self.refuse_forbidden(theorem.name, parse_coq_tactic(tactic, names, self.automation))
+                self._allowed(theorem.name, tactic)
         except TacticRejectedError as exc:
             return CheckResult(False, f"rejected: {exc}", time.perf_counter() - start)
         check = "aitp_check"

@@ -16,8 +16,9 @@ A proof records what `hammer` reconstructed (`hauto use: ...`), not `hammer`: th
 provers, and it is held to the premise rule like any tactic (`hints`: its `use:` lemmas never T or a later one).
 
 Debian's CoqHammer 1.3.2 looks for `eprover`, `vampire`, `cvc4` and `z3_tptp`. Debian ships E as `eprover`
-and CVC4's successor cvc5, which `prefix.ATP_NAMES` answers to the name `cvc4` for; Debian's z3 is built without
-the TPTP front end that `z3_tptp` is, and Vampire is not packaged: here `hammer` runs E and cvc5.
+and CVC4's successor cvc5, which `prefix.ATP_NAMES` answers to the name `cvc4` for (translating its options and
+its answer), with the `htimeout` that CoqHammer starts CVC4 under but Debian installs off PATH; Debian's z3 is built
+without the TPTP front end that `z3_tptp` is, and Vampire is not packaged: here `hammer` runs E and cvc5.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ HAMMER_INSTALL_HINT = "install CoqHammer (Debian's libcoq-hammer, eprover, z3, c
 _REPLACE = re.compile(r"Replace the (?:hammer|`\w+`) tactic with:\s*(.+?)\s*$", re.S)
 # Options of sauto-family tactics are `name:` followed by values; `use:` lists lemmas, comma-separated.
 _OPTION = re.compile(r"\b([a-z_]+):")
+# `srun TACTIC OPTIONS`: the tactic runs up to the first option (`use:`) or the end.
+_SRUN = re.compile(r"^srun (?!\()(.+?)((?: [a-z_]+:.*)?)$")
 
 
 @cache
@@ -77,11 +80,16 @@ def session_sentences(hammer_timeout: float) -> tuple[str, ...]:
 
 
 def reconstruction(printed: Iterable[str]) -> str | None:
-    """The tactic `hammer` (or `best`) said to use instead, from what the tactic printed; None if it said none."""
+    """The tactic `hammer` (or `best`) said to use instead, from what the tactic printed; None if it said none.
+
+    CoqHammer 1.3.2 prints `srun eauto use: L`, which Coq cannot parse (`eauto` takes `use` for its own argument),
+    though the tactic it ran is `srun (eauto) use: L`: the tactic inside `srun` is put in parentheses to replay.
+    """
     for message in printed:
         match = _REPLACE.search(message)
         if match:
-            return " ".join(match.group(1).split())
+            tactic = " ".join(match.group(1).split())
+            return _SRUN.sub(r"srun (\1)\2", tactic)
     return None
 
 

@@ -43,6 +43,8 @@ MAX_NESTING = 48
 
 # Tacticals taking one tactic, and `do N`.
 _PREFIX_TACTICALS = frozenset({"try", "repeat", "progress", "now"})
+# CoqHammer's tactical `srun TACTIC OPTIONS` (how `hammer` reconstructs some proofs: `srun (eauto) use: L`).
+_AUTOMATION_TACTICALS = frozenset({"srun"})
 _LIST_TACTICALS = frozenset({"first", "solve"})
 
 DENIED: frozenset[str] = frozenset(
@@ -153,17 +155,29 @@ class _Parser:
         elif token in _LIST_TACTICALS:
             self.take()
             self.branches()
+        elif token in _AUTOMATION_TACTICALS:
+            self.refuse_without_automation(self.take())
+            self.unary()
+            self.arguments()
         else:
             self.atomic()
 
-    def atomic(self) -> None:
-        head = self.take()
-        if head in COQ_AUTOMATION_TACTICS and not self.automation:
+    def refuse_without_automation(self, head: str) -> None:
+        if not self.automation:
             from aitp.proving.coq.hammer import automation_refusal  # shells out to coqc only on refusal
 
             raise TacticRejectedError(automation_refusal(head))
-        if head not in COQ_TACTICS and head not in COQ_AUTOMATION_TACTICS:
+
+    def atomic(self) -> None:
+        head = self.take()
+        if head in COQ_AUTOMATION_TACTICS:
+            self.refuse_without_automation(head)
+        elif head not in COQ_TACTICS:
             raise TacticRejectedError(f"tactic '{head}' is not in the Coq allowlist")
+        self.arguments()
+
+    def arguments(self) -> None:
+        """A tactic's arguments, kept as written, up to the tactical that ends it."""
         depth = 0
         while (token := self.peek()) is not None:
             if depth == 0 and token in (";", "||", "|", "]", ")", "+"):

@@ -1,4 +1,5 @@
-"""CoqHammer in the Coq backend: its tactics are allowlisted only where loaded, and circular proofs are refused."""
+"""CoqHammer in the Coq backend: its tactics are allowlisted only where loaded, circular proofs are refused, and a
+theorem hidden from its premise search is proved from earlier lemmas."""
 
 from __future__ import annotations
 
@@ -45,6 +46,12 @@ def test_reconstruction_and_time_limits():
     assert reconstruction(["noise", "Replace the hammer tactic with: hauto  use: a, b "]) == "hauto use: a, b"
     assert reconstruction(["Replace the `best` tactic with:\n\tsfirstorder use: x"]) == "sfirstorder use: x"
     assert reconstruction(["Hammer failed"]) is None
+    # CoqHammer 1.3.2 prints `srun eauto use: L`, which Coq cannot parse; the tactic it ran is `srun (eauto) use: L`
+    assert reconstruction(["Replace the hammer tactic with:\n\tsrun eauto use: a, b."]) == "srun (eauto) use: a, b."
+    assert reconstruction(["Replace the hammer tactic with: srun eauto"]) == "srun (eauto)"
+    assert parse_coq_tactic("srun (eauto) use: a, b", automation=True) == "srun (eauto) use: a, b"
+    with pytest.raises(TacticRejectedError, match="not in the Coq allowlist"):
+        parse_coq_tactic("srun (unlisted) use: a", automation=True)
     assert session_sentences(2.0)[1:] == ("Set Hammer ATPLimit 1.", "Set Hammer ReconstrLimit 1.")
     assert session_sentences(20.0)[1:] == ("Set Hammer ATPLimit 10.", "Set Hammer ReconstrLimit 5.")
 
@@ -184,3 +191,70 @@ def test_automation_tactics_config_is_opt_in_coq_only_and_reaches_the_searches(t
         LoopConfig.model_validate(
             {"environment": {"type": "proving", "backend": "hol-light", "automation_tactics": True}}
         )
+
+
+UIP_REFL_NAT = "Coq.Logic.Eqdep_dec.UIP_refl_nat"  # a train theorem: forall (n : nat) (x : n = n), x = eq_refl n
+
+
+def test_hammer_shown_the_theorem_proves_it_from_itself(tmp_path):
+    """Why the blacklist is needed: in a plain Coq file with `UIP_refl_nat` loaded (as any session proving it has),
+    CoqHammer's premise search picks the lemma itself, and the ATPs' proof cites it."""
+    import subprocess
+
+    from aitp.proving.coq.prefix import prover_binary, prover_env
+
+    require_hammer()
+    source = tmp_path / "visible.v"
+    source.write_text(
+        "From Hammer Require Import Hammer.\nRequire Import Coq.Logic.Eqdep_dec.\nSet Hammer ATPLimit 10.\n"
+        "Lemma visible : forall (n : nat) (x : n = n), x = eq_refl n.\nProof. hammer. Qed.\n"
+    )
+    run = subprocess.run(
+        [prover_binary("coqc"), str(source)], cwd=tmp_path, env=prover_env(), capture_output=True, text=True
+    )
+    replay = reconstruction([run.stdout + run.stderr])
+    assert replay is not None, run.stdout[-2000:]
+    assert "UIP_refl_nat" in use_lemmas(parse_coq_tactic(replay, automation=True))
+
+
+@pytest.fixture(scope="module")
+def stdlib_hammer_env(coq_theorem_home):
+    """A CoqHammer session under the premise rule of the real library order, as the loop and the peers open it."""
+    require_hammer()
+    from aitp.proving.coq.env import CoqEnv
+    from aitp.proving.data.theorems import load_theorem_set
+
+    library = load_theorem_set("coq-stdlib", home=coq_theorem_home)
+    with CoqEnv(tactic_timeout=20.0, automation=True) as env:
+        env.set_premises(library.premise_map())
+        yield env, library
+
+
+def test_with_the_theorem_blacklisted_hammer_proves_it_without_it(stdlib_hammer_env):
+    """The loop's `hammer` action on the same train theorem: blacklisted, it is proved from earlier lemmas only
+    (CoqHammer 1.3.2 reconstructs it as `srun eauto`, replayed as `srun (eauto)`), and the proof re-checks."""
+    from aitp.proving.data.theorem_set import split_of
+
+    env, library = stdlib_hammer_env
+    theorem = library.get(UIP_REFL_NAT)
+    assert split_of(theorem.name) == "train"
+    result = env.run_tactic(env.open(theorem), "hammer", timeout=20.0)
+    assert result.outcome == "proved", result.error
+    assert result.replay and "UIP_refl_nat" not in result.replay
+    check = env.check_proof(theorem, ProofStep(result.replay))
+    assert check.ok and "does not depend on the theorem" in check.message
+
+
+def test_the_peers_portfolio_proves_it_within_the_budget_it_is_given(stdlib_hammer_env):
+    """`prove_peers.py`'s portfolio (Coq's automation, `sauto`, then `hammer`) on the same theorem: proved by its
+    `hammer` within 20 s; given 3 s it stops within them (each tactic's `Timeout` is whole seconds)."""
+    from tests.benchmarks.test_prove_peers import _script
+
+    script = _script()
+    env, library = stdlib_hammer_env
+    theorem = library.get(UIP_REFL_NAT)
+    proved = script.try_peer(env, theorem, "portfolio", 20.0)
+    assert proved.proved and proved.seconds <= 20.0 and "does not depend on the theorem" in proved.check
+    assert "UIP_refl_nat" not in proved.proof
+    short = script.try_peer(env, theorem, "portfolio", 3.0)
+    assert short.seconds <= 3.0 + 1.5

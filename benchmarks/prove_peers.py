@@ -44,7 +44,7 @@ import numpy as np
 
 from aitp.atomic import publish_jsonl
 from aitp.paired import paired_bootstrap, wilson
-from aitp.proving.config import ProvingConfig, loop_proving
+from aitp.proving.config import loop_proving
 from aitp.proving.data.theorem_set import TheoremSet
 from aitp.proving.env import ProofStep, Theorem
 
@@ -172,27 +172,6 @@ def warm_up(policy, searches: int, tactics: int) -> None:
         policy.suggest([Goal("⊢ forall n : nat, n + 0 = n", "warm-up")] * batch, tactics)
 
 
-def model_under_test(spec: str) -> tuple[str, str, ProvingConfig]:
-    """The table's name and checkpoint directory of a registered model, from HOME:EXPERIMENT[:ALIAS|:VERSION]
-    (default the champion), and the proving settings its experiment evaluated with (search, budgets, tactic
-    timeout, CoqHammer)."""
-    from aitp.loop.experiment import resume_config
-    from aitp.registry.promotion import require_version
-    from aitp.registry.store import Registry
-
-    home, experiment, *alias = spec.split(":")
-    ref = alias[0] if alias else "champion"
-    mv = require_version(Registry(home), experiment, ref)
-    if not mv.checkpoint or not Path(mv.checkpoint).is_dir():
-        raise SystemExit(
-            f"error: model {spec} has no local checkpoint ({mv.checkpoint!r}): run on the machine that trained it"
-        )
-    world = resume_config(Path(home), experiment).environment
-    if world.type != "proving":
-        raise SystemExit(f"error: experiment {experiment} is not a proving loop: name a proving experiment's model")
-    return f"{experiment}:{ref}", mv.checkpoint, world
-
-
 def table(attempts: list[Attempt], provers: list[str], theorems: list[str], budget: float) -> str:
     """The markdown report: one row per prover and the union, then every pair's paired difference."""
     proved = {p: np.array([0.0] * len(theorems)) for p in provers}
@@ -253,7 +232,13 @@ def main() -> None:
     unknown = [p for p in provers if p not in PEER_TACTICS]
     if unknown:
         raise SystemExit(f"error: unknown prover {unknown[0]}: choose from {', '.join(PEER_TACTICS)}")
-    models = [model_under_test(spec) for spec in args.model]  # every spec refused before any prover runs
+    from aitp.errors import AitpError
+    from aitp.loop.registered_prover import registered_prover
+
+    try:  # every spec refused before any prover runs
+        models = [registered_prover(spec) for spec in args.model]
+    except AitpError as exc:
+        raise SystemExit(f"error: {exc}") from None
     from aitp.proving.data.theorems import load_theorem_set
 
     theorem_set = loop_proving("coq").theorem_set_name
@@ -273,10 +258,10 @@ def main() -> None:
                     flush=True,
                 )
         save_attempts(args.out, attempts, theorems)
-    for label, checkpoint, proving in models:  # after the peers, so each has the same cores to itself
-        model_opts = opts | {"checkpoint": checkpoint, "proving": proving, "searches": args.workers}
-        attempts.extend(run_model(theorems, library, model_opts, label))
-        provers.append(label)
+    for model in models:  # after the peers, so each has the same cores to itself
+        model_opts = opts | {"checkpoint": model.checkpoint, "proving": model.proving, "searches": args.workers}
+        attempts.extend(run_model(theorems, library, model_opts, model.label))
+        provers.append(model.label)
         save_attempts(args.out, attempts, theorems)
     report = table(attempts, provers, theorems, args.budget)
     print(report)

@@ -11,12 +11,13 @@ import typer
 from aitp.cli.app import app
 from aitp.errors import BadInputError
 from aitp.home import resolve_home
+from aitp.loop.registered_prover import RegisteredProver, registered_prover
 from aitp.proving.backends import BACKENDS, backend_available, open_env
 from aitp.proving.data.theorems import TheoremSet, load_theorem_set, split_of
 from aitp.proving.data.traces import merge_rows, trace_rows, write_traces
 from aitp.proving.errors import ProverUnavailableError, UnknownTheoremError
 from aitp.proving.search import Budget, SearchConfig, make_search
-from aitp.proving.search.base import ClosingTactic
+from aitp.proving.search.base import ClosingTactic, TacticPolicy
 
 
 @app.command("prove")
@@ -44,14 +45,25 @@ def prove_command(
         help="TACTIC:SECONDS[:MAX_DEPTH], tried on every goal before the policy's, as the loop's closing_tactics "
         "(repeatable; e.g. --closing sauto:2 --closing hammer:10:0).",
     ),
+    model: str | None = typer.Option(
+        None,
+        help="HOME:EXPERIMENT[:ALIAS|:VERSION] (default alias champion): search with this registered prover model "
+        "instead of the fixed tactic set, with its experiment's CoqHammer and closing tactics (--automation adds "
+        "CoqHammer, --closing replaces them).",
+    ),
     experiment: str = typer.Option("prove", help="Experiment (lake partition)."),
     iteration: int = typer.Option(0, help="Iteration (lake partition)."),
     home: Path | None = typer.Option(None, help="aitp home; default $AITP_HOME or ./data."),
     traces: bool = typer.Option(True, help="Write proof_nodes, proof_edges and proofs."),
 ) -> None:
-    """Search proofs with the fixed-tactic policy under the loop's premise rule; print proved/attempted and write
-    the traces."""
+    """Search proofs with the fixed tactic set or a registered model, under the loop's premise rule; print
+    proved/attempted and write the traces."""
+    registered = _registered(model, backend, tactics)
+    if registered is not None:
+        automation = automation or registered.proving.automation_tactics
     closing_tactics = tuple(_closing_tactic(c, backend, automation) for c in closing or [])
+    if registered is not None and not closing:
+        closing_tactics = tuple(registered.proving.closing_tactics)
     config = SearchConfig(
         budget=Budget(budget_expansions, budget_prover_seconds, budget_wall_seconds),
         tactics_per_goal=tactics_per_goal,
@@ -81,10 +93,7 @@ def prove_command(
         chosen = chosen[:limit]
     if not chosen:
         raise UnknownTheoremError(f"no theorems in split '{split}' of '{set_name}'")
-    from aitp.proving.models.fixed_policy import FixedTacticPolicy  # torch: only when proving
-
-    chosen_tactics = [t.strip() for t in tactics.split(",")] if tactics else None
-    policy = FixedTacticPolicy(backend, library, tactics=chosen_tactics, automation=automation)
+    policy = _policy(registered, backend, library, tactics, automation)
     hammer = next((c.timeout for c in closing_tactics if c.tactic == "hammer"), tactic_timeout)
     options = {"automation": True, "hammer_timeout": hammer} if automation else {}
 
@@ -105,6 +114,33 @@ def prove_command(
         shard = re.sub(r"[^A-Za-z0-9_-]", "_", f"{backend}-{search}-{split}")[:64]
         where = write_traces(resolve_home(home), experiment, iteration, merge_rows(parts), shard)
         print(f"traces: {where}")
+
+
+def _registered(model: str | None, backend: str, tactics: str | None) -> RegisteredProver | None:
+    """The registered model `--model` names, refused in one line where it cannot prove on `backend`."""
+    if model is None:
+        return None
+    if tactics:
+        raise BadInputError("--tactics picks from the fixed tactic set, which a --model replaces: pass one of them")
+    registered = registered_prover(model)
+    if registered.proving.backend != backend:
+        raise BadInputError(
+            f"--model {model} proves with {registered.proving.backend}: pass --backend {registered.proving.backend}"
+        )
+    return registered
+
+
+def _policy(
+    registered: RegisteredProver | None, backend: str, library: TheoremSet, tactics: str | None, automation: bool
+) -> TacticPolicy:
+    """The registered model's policy as its experiment evaluates with it, else the fixed tactic set."""
+    from aitp.proving.models.fixed_policy import FixedTacticPolicy  # torch: only when proving
+    from aitp.proving.models.prover_models import load_prover_models
+
+    if registered is not None:
+        return load_prover_models(registered.checkpoint, library).policy(library, automation=automation)
+    chosen_tactics = [t.strip() for t in tactics.split(",")] if tactics else None
+    return FixedTacticPolicy(backend, library, tactics=chosen_tactics, automation=automation)
 
 
 def _closing_tactic(spec: str, backend: str, automation: bool) -> ClosingTactic:

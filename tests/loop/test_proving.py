@@ -143,6 +143,33 @@ def test_iteration_0_registers_the_untrained_models_as_first_champion(two_iterat
     assert rate == first["eval_pass_rate"] == first["champion_pass_rate"]
 
 
+def test_aitp_prove_searches_with_a_registered_model_as_the_loop_evaluated_it(
+    two_iterations, bool_theorems, monkeypatch, capsys
+):
+    """`aitp prove --model HOME:EXPERIMENT:VERSION` proves what the loop's evaluation proved with that model, at the
+    same budget; a spec it cannot use is refused in one line."""
+    from tests.proving.test_cli import run_cli
+
+    home, run, (_, row) = two_iterations
+    passed = {t for (t,) in _one(home, "SELECT item_id FROM eval_samples WHERE iteration = 1 AND passed")}
+    assert passed, "the model proves some valid theorems"
+    args = ["prove", "--theorems", str(bool_theorems), "--split", "valid", "--limit", "6", "--home", str(home)]
+    budget = ["--budget-expansions", "4", "--tactics-per-goal", "8", "--tactic-timeout", "2", "--no-traces"]
+    code, out, err = run_cli(monkeypatch, capsys, *args, *budget, "--model", f"{home}:prove-mini:2")
+    assert code == 0, err
+    proved = {line.split("\t")[1] for line in out.splitlines() if line.startswith("proved\t")}
+    assert f"proved {len(passed)}/6" in out and {p.split(":", 1)[-1] for p in passed} == proved, (out, passed)
+    for spec, needle in (
+        (f"{home}:prove-mini:9", "model '9' of experiment 'prove-mini' is not registered"),
+        (f"{home}/nowhere:prove-mini", "no aitp home at"),
+        ("prove-mini", "write HOME:EXPERIMENT[:ALIAS|:VERSION]"),
+    ):
+        code, _, err = run_cli(monkeypatch, capsys, *args, "--model", spec)
+        assert code != 0 and needle in err and err.count("\n") == 1, err
+    code, _, err = run_cli(monkeypatch, capsys, *args, "--model", f"{home}:prove-mini", "--tactics", "intros")
+    assert code != 0 and "which a --model replaces" in err
+
+
 def test_a_proving_iteration_searches_trains_evaluates_and_gates(two_iterations):
     home, run, (first, row) = two_iterations
     assert row["status"] == "done" and row["model_in"] == first["model_out"] != row["model_out"], row

@@ -69,6 +69,18 @@ def resolve_home(home: str | Path | None = None) -> Path:
     return path
 
 
+def local_home(home: str | Path | None = None) -> Path | None:
+    """The path of a home on a local or mounted filesystem (`file://` too), None for an object store: where a
+    writer can hold a lock file (not created here)."""
+    chosen = _chosen(home)
+    scheme = uri_scheme(chosen)
+    if scheme == "file":
+        chosen = urlsplit(chosen).path
+    elif scheme is not None:
+        return None
+    return Path(chosen).expanduser().resolve()
+
+
 def require_home(home: str | Path | None = None, object_store: bool = True) -> None:
     """Fail when a home to read from does not exist: reading never creates one (a URI's bucket,
     credentials and endpoint are checked with one request; `object_store=False`: a URI is refused)."""

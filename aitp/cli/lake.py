@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterator
@@ -113,9 +114,11 @@ def rescore_command(
 ) -> None:
     """Re-score stored rollouts with the current verifier into `rescores`; report changes per task."""
     from aitp.lake.rescore import rescore
+    from aitp.loop.writer_lock import writer_lock
 
     require_home(home)
-    changes = rescore(home, experiment, iteration)
+    with writer_lock(home, experiment):  # its `rescores` partitions are the experiment's: one writer at a time
+        changes = rescore(home, experiment, iteration)
     columns = ["task", "rollouts", "raw_changed", "lenient_changed", "format_changed", "unscorable"]
     rows = [
         (c.task, c.n_rollouts, c.n_raw_changed, c.n_lenient_changed, c.n_format_changed, c.n_unscorable)
@@ -135,11 +138,15 @@ def check_command(
     """Verify committed files against their checksums; report corrupt, missing, orphan and half-written ones."""
     from aitp.lake.check import QUARANTINE_DIR, check_report
     from aitp.lake.storage import open_lake
+    from aitp.loop.writer_lock import home_writer_lock
 
     require_home(home)
     if grace_seconds < 0:
         raise BadInputError(f"--grace-seconds must be zero or more, got {grace_seconds}")
-    report = check_report(home, repair=repair, deep=deep, grace_s=grace_seconds)
+    # A repair moves files and marks iterations under every experiment: it waits for no writer, it is refused
+    # while one works (a run's half-written shard is not a problem to quarantine). A check only reads.
+    with home_writer_lock(home) if repair else contextlib.nullcontext():
+        report = check_report(home, repair=repair, deep=deep, grace_s=grace_seconds)
     for p in report.problems:
         print(f"{p.kind}\t{p.path}\t{p.detail}" + ("\t-> quarantined" if p.repaired else ""))
     checked = f"{report.verified} file(s) verified by checksum"
@@ -167,11 +174,13 @@ def vacuum_command(
 ) -> None:
     """Delete files that later commits replaced, once no reader can still be using them."""
     from aitp.lake.vacuum import vacuum_lake
+    from aitp.loop.writer_lock import home_writer_lock
 
     require_home(home)
     if older_than_seconds < 0:
         raise BadInputError(f"--older-than-seconds must be zero or more, got {older_than_seconds}")
-    deleted = vacuum_lake(home, older_than_seconds)
+    with home_writer_lock(home):  # it deletes across experiments: no writer may be committing meanwhile
+        deleted = vacuum_lake(home, older_than_seconds)
     for path in deleted:
         print(f"deleted\t{path}")
     print(f"{len(deleted)} replaced file(s) deleted")

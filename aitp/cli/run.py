@@ -154,7 +154,9 @@ def run_command(
     print(f"experiment {cfg.experiment}: {cfg.environment.type}, iterations 0..{cfg.iterations}; home {root}")
     resume_hint = f"aitp run --resume {cfg.experiment} --home {shlex.quote(str(root))}"
     try:
-        with writer_lock(root, cfg.experiment), prefect_api(root) as url:  # one writer per experiment
+        # One writer per experiment, taken before any service starts so a second run is refused at once; the
+        # loop flow takes it too (a deployment's run has no CLI around it) and joins this process's hold.
+        with writer_lock(root, cfg.experiment), prefect_api(root) as url:
             print(f"Prefect API {url}")
             from flows.loop import loop_flow
 

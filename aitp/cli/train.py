@@ -133,6 +133,7 @@ def promote_command(
     from aitp.configs import load_config
     from aitp.home import resolve_home
     from aitp.loop.evaluation import gate
+    from aitp.loop.writer_lock import writer_lock
     from aitp.reasoning.evaluate import EvalConfig, EvalSetEvaluator
     from aitp.registry import PromotionConfig, Registry
     from aitp.registry import rollback as do_rollback
@@ -140,10 +141,14 @@ def promote_command(
     if not rollback:  # bad configs fail before the home or the registry is created
         cfg = load_config(PromotionConfig, config, [] if margin is None else [f"margin={margin}"])
         eval_cfg = load_config(EvalConfig, eval_config)
-    registry = Registry(resolve_home(home))
-    if rollback:
-        decision = do_rollback(registry, experiment)
-    else:
-        decision = gate(registry, experiment, iteration, EvalSetEvaluator(eval_cfg), cfg, challenger)
-    print(decision.reason)
-    print("aliases: " + ", ".join(f"{k}=v{v}" for k, v in sorted(registry.aliases(experiment).items())))
+    root = resolve_home(home)
+    # Moving aliases under a run mid-iteration leaves its `iterations` record naming another champion than
+    # MLflow's: the experiment's writer lock, taken before the registry is even opened.
+    with writer_lock(root, experiment):
+        registry = Registry(root)
+        if rollback:
+            decision = do_rollback(registry, experiment)
+        else:
+            decision = gate(registry, experiment, iteration, EvalSetEvaluator(eval_cfg), cfg, challenger)
+        print(decision.reason)
+        print("aliases: " + ", ".join(f"{k}=v{v}" for k, v in sorted(registry.aliases(experiment).items())))

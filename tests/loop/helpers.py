@@ -1,4 +1,5 @@
-"""A miniature loop config and the means to run `aitp run` as a real process (and kill it)."""
+"""A miniature loop config, the means to run `aitp run` as a real process (and kill it), and a real other process
+holding a writer lock."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -169,3 +171,33 @@ def store_tables(db: Path) -> int:
             return con.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
     except sqlite3.DatabaseError:
         return 0
+
+
+HOLD_LOCK = """
+import sys
+from aitp.loop.writer_lock import home_writer_lock, writer_lock
+home, experiment = sys.argv[1:3]
+with home_writer_lock(home) if experiment == "-" else writer_lock(home, experiment):
+    print("held", flush=True)
+    sys.stdin.read()  # until the test lets go (closes stdin) or kills this process
+"""
+
+
+@contextmanager
+def lock_held(home: Path, experiment: str | None = None) -> Iterator[subprocess.Popen]:
+    """A real other process holding the experiment's writer lock (the whole home's without one) for the block."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(home), experiment or "-"],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n", "the holder never took the lock"
+        yield holder
+    finally:
+        holder.stdin.close()  # a clean release (unless the test killed it already)
+        holder.wait(timeout=30)
+        holder.stdout.close()

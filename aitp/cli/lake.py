@@ -113,10 +113,12 @@ def rescore_command(
     home: str | None = typer.Option(None, "--home", help=HOME_HELP),
 ) -> None:
     """Re-score stored rollouts with the current verifier into `rescores`; report changes per task."""
+    from aitp.lake.catalog import as_lake, require_partition
     from aitp.lake.rescore import rescore
     from aitp.loop.writer_lock import writer_lock
 
     require_home(home)
+    require_partition(as_lake(home), "rollouts", experiment, iteration)  # an unknown experiment: refused, no lock file
     with writer_lock(home, experiment):  # its `rescores` partitions are the experiment's: one writer at a time
         changes = rescore(home, experiment, iteration)
     columns = ["task", "rollouts", "raw_changed", "lenient_changed", "format_changed", "unscorable"]

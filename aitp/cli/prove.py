@@ -17,7 +17,7 @@ from aitp.proving.data.theorems import TheoremSet, load_theorem_set, split_of
 from aitp.proving.data.traces import merge_rows, trace_rows, write_traces
 from aitp.proving.errors import ProverUnavailableError, UnknownTheoremError
 from aitp.proving.search import Budget, SearchConfig, make_search
-from aitp.proving.search.base import ClosingTactic, TacticPolicy
+from aitp.proving.search.base import ClosingTactic, SearchResult, TacticPolicy
 
 
 @app.command("prove")
@@ -106,14 +106,28 @@ def prove_command(
             status = "proved" if result.proved else "failed"
             print(
                 f"{status}\t{theorem.name}\texpansions={result.expansions}\t"
-                f"prover_s={result.prover_seconds:.2f}\twall_s={result.wall_seconds:.2f}\t{result.proof_text}"
+                f"prover_s={result.prover_seconds:.2f}\twall_s={result.wall_seconds:.2f}\t{_outcome(result)}"
             )
             parts.append(trace_rows(result, backend, experiment, iteration, split_of(theorem.name)))
-    print(f"proved {proved}/{len(chosen)}\t{backend}\t{search}\t{set_name}:{split}")
+    splits = ",".join(sorted({split_of(t.name) for t in chosen}))  # `--name` picks from any split
+    print(f"proved {proved}/{len(chosen)}\t{backend}\t{search}\t{set_name}:{splits}")
     if traces:
         shard = re.sub(r"[^A-Za-z0-9_-]", "_", f"{backend}-{search}-{split}")[:64]
         where = write_traces(resolve_home(home), experiment, iteration, merge_rows(parts), shard)
         print(f"traces: {where}")
+
+
+def _outcome(result: SearchResult) -> str:
+    """A proved theorem's proof, or why the search failed: the re-check's refusal, or how the search stopped."""
+    if result.proved:
+        return result.proof_text
+    if result.check is not None:
+        return f"reason: refused by the re-check: {' '.join(result.check.message.split())[:300]}"
+    stops = {
+        "failed": "every tactic tried failed (or was refused) on a goal the proof needs",
+        "no goals left": "no open goal left to expand with the tactics offered",
+    }
+    return f"reason: {stops.get(result.stop_reason, result.stop_reason or 'not proved')}"
 
 
 def _registered(model: str | None, backend: str, tactics: str | None) -> RegisteredProver | None:

@@ -97,3 +97,19 @@ def test_bad_input_is_a_one_line_error(monkeypatch, capsys, tmp_path, args, need
     assert code != 0
     assert needle in err and err.count("\n") == 1, err
     assert not any(tmp_path.rglob("*.parquet"))  # nothing half-done
+
+
+def test_a_named_theorem_is_labelled_with_its_split_and_a_failure_with_its_reason(
+    monkeypatch, capsys, tmp_path, coq_theorem_home
+):
+    from aitp.proving.data.theorems import load_theorem_set
+
+    require("coq")
+    with_cached_theorems(tmp_path, coq_theorem_home)
+    valid = load_theorem_set("coq-stdlib", home=tmp_path).split("valid")[0].name
+    args = ["prove", "--home", str(tmp_path), "--name", valid, "--tactics", "reflexivity", "--no-traces"]
+    code, out, err = run_cli(monkeypatch, capsys, *args, "--budget-expansions", "1")
+    assert code == 0, err
+    assert out.rstrip().endswith("coq-stdlib:valid"), out
+    failed = next(line for line in out.splitlines() if line.startswith("failed\t"))
+    assert failed.split("\t")[-1].startswith("reason: "), failed

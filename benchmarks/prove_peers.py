@@ -2,7 +2,8 @@
 
     python benchmarks/prove_peers.py --split valid --limit 200 --budget 20 \
         --provers coq-auto,sauto,hammer,portfolio [--offset K] \
-        [--model HOME:EXPERIMENT[:ALIAS|:VERSION]]... [--workers N] [--out DIR]
+        [--model HOME:EXPERIMENT[:ALIAS|:VERSION]]... [--closing TACTIC:SECONDS[:MAX_DEPTH]]... \
+        [--workers N] [--out DIR [--resume]]
 
 The theorems are `--limit` theorems of the split of the Coq loop's theorem set (`configs/prove-coq.yaml`) from the
 `--offset`-th on, in set order (`--offset 100 --limit 200`: test theorems 101-300), each stated in its own library
@@ -24,15 +25,20 @@ again and refuses a proof that depends on the lemma itself. A `hammer` proof is 
   (search, tactics per goal, tactic timeout, CoqHammer's tactics and closing tactics where the experiment had
   them) but with the budget as its only limit (wall clock and prover seconds; no cap on expansions; a search
   that runs out of goals starts again asking for twice the tactics per goal), `--workers` searches at once
-  sharing the model, after the peers, one model after another.
+  sharing the model, after the peers, one model after another;
+- with `--closing` (the syntax of `aitp prove --closing`), each model a second time with those closing tactics instead
+  of its experiment's (`--closing sauto:2 --closing hammer:10:0`: CoqHammer's `hammer` on the theorem's own goal
+  before the model's tactics): the ablation of a closing tactic on the same theorems at the same budget, one run.
 
 Prints a markdown table (proved, 95 % Wilson interval, median seconds of the proofs) and every pair's paired
-difference with its bootstrap 95 % interval; writes one JSON line per (theorem, prover) under `--out`.
+difference with its bootstrap 95 % interval; writes one JSON line per (theorem, prover) under `--out`, after every
+chunk of theorems, so `--resume` (same arguments) goes on from what a stopped run measured instead of starting over.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -43,10 +49,12 @@ from pathlib import Path
 import numpy as np
 
 from aitp.atomic import publish_jsonl
+from aitp.loop.registered_prover import RegisteredProver
 from aitp.paired import paired_bootstrap, wilson
 from aitp.proving.config import loop_proving
 from aitp.proving.data.theorem_set import TheoremSet
 from aitp.proving.env import ProofStep, Theorem
+from aitp.proving.search.base import ClosingTactic
 
 COQ_AUTO = ["auto", "eauto", "lia", "intuition", "firstorder", "intros; lia"]
 PEER_TACTICS = {
@@ -224,10 +232,19 @@ def main() -> None:
         default=[],
         help="HOME:EXPERIMENT[:ALIAS|:VERSION]: also a registered prover model (repeatable)",
     )
+    parser.add_argument(
+        "--closing",
+        action="append",
+        default=[],
+        help="TACTIC:SECONDS[:MAX_DEPTH]: also each model with these closing tactics instead of its own (repeatable)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="processes, one prover session each")
     parser.add_argument("--home", default=None, help="aitp home holding the theorem set cache (default ./data)")
     parser.add_argument("--out", type=Path, default=None, help="write attempts.jsonl and table.md here")
+    parser.add_argument("--resume", action="store_true", help="keep the attempts already under --out, run the rest")
     args = parser.parse_args()
+    if args.resume and args.out is None:
+        raise SystemExit("error: --resume goes on from --out DIR: pass the --out of the stopped run")
     provers = [p.strip() for p in args.provers.split(",") if p.strip()]
     unknown = [p for p in provers if p not in PEER_TACTICS]
     if unknown:
@@ -237,7 +254,8 @@ def main() -> None:
 
     try:  # every spec refused before any prover runs
         models = [registered_prover(spec) for spec in args.model]
-    except AitpError as exc:
+        models += [with_closing(model, args.closing) for model in models] if args.closing else []
+    except (AitpError, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from None
     from aitp.proving.data.theorems import load_theorem_set
 
@@ -247,21 +265,33 @@ def main() -> None:
         raise SystemExit("error: --offset must be >= 0 and --limit >= 1")
     theorems = [t.name for t in library.split(args.split)[args.offset : args.offset + args.limit]]
     opts = {"theorems": theorem_set, "home": args.home, "budget": args.budget}
-    tasks = [(p, theorems[i : i + CHUNK], opts) for p in provers for i in range(0, len(theorems), CHUNK)]
-    start, attempts = time.perf_counter(), []
+    attempts = resumed_attempts(args, theorem_set, theorems) if args.resume else []
+    done = {(a.theorem, a.prover) for a in attempts}
+    tasks = [
+        (p, chunk, opts)
+        for p in provers
+        for chunk in (theorems[i : i + CHUNK] for i in range(0, len(theorems), CHUNK))
+        if any((t, p) not in done for t in chunk)
+    ]
+    keep_run_record(args, theorem_set, theorems)
+    start = time.perf_counter()
     if tasks:  # `--provers ""`: the models alone, no peer processes started
         with get_context("spawn").Pool(args.workers) as pool:
-            for done in pool.imap_unordered(run_task, tasks):
-                attempts.extend(done)
+            for chunk_attempts in pool.imap_unordered(run_task, tasks):
+                fresh = {(a.theorem, a.prover) for a in chunk_attempts}  # a chunk is run again whole
+                attempts = [a for a in attempts if (a.theorem, a.prover) not in fresh] + chunk_attempts
+                save_attempts(args.out, attempts, theorems)
                 print(
                     f"{len(attempts)}/{len(theorems) * len(provers)} attempts, {time.perf_counter() - start:.0f} s",
                     flush=True,
                 )
-        save_attempts(args.out, attempts, theorems)
     for model in models:  # after the peers, so each has the same cores to itself
+        provers.append(model.label)
+        if all((t, model.label) in done for t in theorems):
+            continue  # measured before the run was stopped
+        attempts = [a for a in attempts if a.prover != model.label]  # a model's searches are kept whole or not at all
         model_opts = opts | {"checkpoint": model.checkpoint, "proving": model.proving, "searches": args.workers}
         attempts.extend(run_model(theorems, library, model_opts, model.label))
-        provers.append(model.label)
         save_attempts(args.out, attempts, theorems)
     report = table(attempts, provers, theorems, args.budget)
     print(report)
@@ -269,9 +299,46 @@ def main() -> None:
         (args.out / "table.md").write_text(report + "\n")
 
 
+def with_closing(model: RegisteredProver, specs: list[str]) -> RegisteredProver:
+    """The model searched with `specs` as its closing tactics instead of its experiment's, validated as a config is
+    (a tactic the experiment's prover could not run is refused before anything runs)."""
+    closing = [ClosingTactic.parse(spec) for spec in specs]
+    proving = type(model.proving).model_validate(model.proving.model_dump() | {"closing_tactics": closing})
+    label = f"{model.label} closing {','.join(c.spec() for c in closing)}"
+    return RegisteredProver(label, model.checkpoint, proving)
+
+
+def run_record(args: argparse.Namespace, theorem_set: str, theorems: list[str]) -> dict:
+    """What makes two runs' attempts the same measurement: a resumed run must match it exactly."""
+    return {"theorem_set": theorem_set, "theorems": theorems, "budget": args.budget, "workers": args.workers}
+
+
+def resumed_attempts(args: argparse.Namespace, theorem_set: str, theorems: list[str]) -> list[Attempt]:
+    """The attempts a stopped run left under `--out`, refused where that run measured something else."""
+    record, path = args.out / "run.json", args.out / "attempts.jsonl"
+    if not record.exists():
+        return []
+    if json.loads(record.read_text()) != run_record(args, theorem_set, theorems):
+        raise SystemExit(
+            f"error: {args.out} holds a run of other theorems, budget or workers: pass those, or another --out"
+        )
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [Attempt(**json.loads(line)) for line in lines if line.strip()]
+
+
+def keep_run_record(args: argparse.Namespace, theorem_set: str, theorems: list[str]) -> None:
+    """Record what this run measures, so `--resume` can tell its attempts from another run's."""
+    if args.out is None:
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.resume and (args.out / "attempts.jsonl").exists():
+        raise SystemExit(f"error: {args.out} already holds attempts: pass --resume to go on, or another --out")
+    (args.out / "run.json").write_text(json.dumps(run_record(args, theorem_set, theorems)) + "\n")
+
+
 def save_attempts(out: Path | None, attempts: list[Attempt], theorems: list[str]) -> None:
-    """Write every attempt so far under `out` (after the peers and after each model), so a run stopped during a
-    later model keeps what the earlier provers measured."""
+    """Write every attempt so far under `out` (after every chunk of a peer and after each model), so a stopped run
+    keeps what it measured and `--resume` goes on from there."""
     if out is None:
         return
     out.mkdir(parents=True, exist_ok=True)

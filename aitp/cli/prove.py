@@ -161,30 +161,15 @@ def _closing_tactic(spec: str, backend: str, automation: bool) -> ClosingTactic:
     """`TACTIC:SECONDS[:MAX_DEPTH]` as a closing tactic, refused in one line where it could not run."""
     from aitp.proving.errors import TacticRejectedError
 
-    tactic, seconds_text, depth_text = spec, "", ""
-    head, _, last = spec.rpartition(":")  # a tactic may hold colons (`sauto use: x`): numbers from the right
-    before, _, middle = head.rpartition(":")
-    if before and _is_number(middle) and last.strip().isdigit():
-        tactic, seconds_text, depth_text = before, middle, last
-    elif head:
-        tactic, seconds_text = head, last
-    if not _is_number(seconds_text):
-        raise BadInputError(f"--closing {spec!r}: write TACTIC:SECONDS[:MAX_DEPTH], e.g. sauto:2 or hammer:10:0")
-    seconds, depth = float(seconds_text), int(depth_text) if depth_text else None
-    if seconds <= 0:
-        raise BadInputError(f"--closing {spec!r}: SECONDS must be > 0")
     try:
-        BACKENDS[backend].validate_tactic(tactic, automation)
+        closing = ClosingTactic.parse(spec)
+    except ValueError as exc:
+        raise BadInputError(f"--closing {exc}") from None
+    try:
+        BACKENDS[backend].validate_tactic(closing.tactic, automation)
     except TacticRejectedError as exc:
         raise BadInputError(f"--closing {spec!r} is refused: {exc}") from None
-    return ClosingTactic(tactic.strip(), seconds, depth)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        return float(text) >= 0
-    except ValueError:
-        return False
+    return closing
 
 
 @app.command("prove-theorems")

@@ -38,6 +38,35 @@ class ClosingTactic:
     timeout: float
     max_depth: int | None = None  # tried on goals at most this deep (the theorem's goal is depth 0); None: all
 
+    @classmethod
+    def parse(cls, spec: str) -> ClosingTactic:
+        """`TACTIC:SECONDS[:MAX_DEPTH]` (`sauto:2`, `hammer:10:0`), the numbers read from the right since a tactic may
+        hold colons (`sauto use: x`); ValueError naming the form where the text is not one."""
+        tactic, seconds_text, depth_text = spec, "", ""
+        head, _, last = spec.rpartition(":")
+        before, _, middle = head.rpartition(":")
+        if before and _is_seconds(middle) and last.strip().isdigit():
+            tactic, seconds_text, depth_text = before, middle, last
+        elif head:
+            tactic, seconds_text = head, last
+        if not tactic.strip() or not _is_seconds(seconds_text):
+            raise ValueError(f"{spec!r}: write TACTIC:SECONDS[:MAX_DEPTH], e.g. sauto:2 or hammer:10:0")
+        if float(seconds_text) <= 0:
+            raise ValueError(f"{spec!r}: SECONDS must be > 0")
+        return cls(tactic.strip(), float(seconds_text), int(depth_text) if depth_text else None)
+
+    def spec(self) -> str:
+        """The `TACTIC:SECONDS[:MAX_DEPTH]` text `parse` reads back."""
+        depth = "" if self.max_depth is None else f":{self.max_depth}"
+        return f"{self.tactic}:{self.timeout:g}{depth}"
+
+
+def _is_seconds(text: str) -> bool:
+    try:
+        return float(text) >= 0
+    except ValueError:
+        return False
+
 
 class TacticPolicy(Protocol):
     """Proposes tactics for a batch of goals in one call."""

@@ -166,7 +166,7 @@ def run_model(names: list[str], library: TheoremSet, opts: dict, label: str) -> 
         flush=True,
     )
     return [
-        Attempt(a.theorem, label, a.proved, a.wall_seconds, proofs.get(a.theorem, ""), "proved" if a.proved else "")
+        Attempt(a.theorem, label, a.proved, a.wall_seconds, proofs.get(a.theorem, ""), a.outcome)
         for a in outcome.attempts
     ]
 

@@ -119,15 +119,7 @@ def prove_command(
 
 def _outcome(result: SearchResult) -> str:
     """A proved theorem's proof, or why the search failed: the re-check's refusal, or how the search stopped."""
-    if result.proved:
-        return result.proof_text
-    if result.check is not None:
-        return f"reason: refused by the re-check: {' '.join(result.check.message.split())[:300]}"
-    stops = {
-        "failed": "every tactic tried failed (or was refused) on a goal the proof needs",
-        "no goals left": "no open goal left to expand with the tactics offered",
-    }
-    return f"reason: {stops.get(result.stop_reason, result.stop_reason or 'not proved')}"
+    return result.proof_text if result.proved else f"reason: {result.outcome}"
 
 
 def _registered(model: str | None, backend: str, tactics: str | None) -> RegisteredProver | None:

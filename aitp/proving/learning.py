@@ -32,6 +32,7 @@ class Attempt:
     prover_seconds: float
     wall_seconds: float
     proof_steps: int = 0
+    outcome: str = ""  # `SearchResult.outcome`: proved, or why not
 
 
 @dataclass
@@ -104,6 +105,7 @@ def search_theorems(
                 result.prover_seconds,
                 result.wall_seconds,
                 result.proof.size() if result.proof is not None and result.proved else 0,
+                result.outcome,
             )
         )
         parts.append(

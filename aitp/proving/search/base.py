@@ -141,6 +141,20 @@ class SearchResult:
         """Found a proof that the prover re-checked (or checking was off and the tree says proved)."""
         return self.proof is not None and (self.check is None or self.check.ok)
 
+    @property
+    def outcome(self) -> str:
+        """`proved`, or why not in words: the re-check's refusal, or how the search stopped (every per-theorem
+        report, `aitp prove`'s lines and the benchmarks' outcome files alike, says it this way)."""
+        if self.proved:
+            return "proved"
+        if self.check is not None:
+            return f"refused by the re-check: {' '.join(self.check.message.split())[:300]}"
+        stops = {
+            "failed": "every tactic tried failed (or was refused) on a goal the proof needs",
+            "no goals left": "no open goal left to expand with the tactics offered",
+        }
+        return stops.get(self.stop_reason, self.stop_reason or "not proved")
+
 
 def constant_critic(goals: list[Goal]) -> list[float]:
     """No knowledge: every goal is a coin flip."""

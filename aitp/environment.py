@@ -31,6 +31,10 @@ class Scored(Protocol):
 
     eval_name: str
     model_version: str
+    iteration: int
+    """The iteration whose partition holds it."""
+    item_pass: dict[str, float]
+    """Item id -> share of the item's samples that passed (what a paired promotion compares)."""
 
     def score(self, metric: str = "pass_rate") -> float: ...
 
@@ -42,6 +46,9 @@ class Evaluator(Protocol):
 
     def load(self, home: Path, experiment: str, model_version: str) -> Scored | None:
         """The model's committed evaluation on this eval set (None if it was never run)."""
+
+    def shard(self, model_version: str) -> str:
+        """The shard the model's evaluation commits under, in every table it writes (a repair's gap names it)."""
 
     def run(
         self, home: Path, experiment: str, iteration: int, checkpoint: PolicySpec, model_version: str | None

@@ -31,6 +31,16 @@ class EvalResult:
     rows: list[dict[str, Any]]
     samples: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    item_pass: dict[str, float] = field(default_factory=dict)
+    """Item id -> share of its samples that passed: what a paired promotion compares item by item (from the
+    samples when they are at hand, else read back from the lake's `eval_samples` with the rows)."""
+
+    def __post_init__(self) -> None:
+        if not self.item_pass and self.samples:
+            passed: dict[str, list[float]] = {}
+            for sample in self.samples:
+                passed.setdefault(str(sample["item_id"]), []).append(1.0 if sample["passed"] else 0.0)
+            self.item_pass = {item: sum(v) / len(v) for item, v in passed.items()}
 
     def _summary(self, rows: list[dict[str, Any]]) -> dict[str, float]:
         n = sum(r["n_samples"] for r in rows)
@@ -96,6 +106,11 @@ def load_eval(home: str | Path, experiment: str, model_version: str, eval_name: 
         )
         names = [d[0] for d in cursor.description]
         rows = [dict(zip(names, r)) for r in cursor.fetchall()]
+        items = con.execute(
+            """SELECT item_id, avg(CASE WHEN passed THEN 1.0 ELSE 0.0 END) FROM eval_samples
+               WHERE experiment = $e AND model_version = $m AND eval_name = $n AND iteration = $i GROUP BY item_id""",
+            {"e": experiment, "m": model_version, "n": eval_name, "i": rows[0]["iteration"] if rows else -1},
+        ).fetchall()
     finally:
         con.close()
     if not rows:
@@ -118,4 +133,5 @@ def load_eval(home: str | Path, experiment: str, model_version: str, eval_name: 
         eval_name,
         [{k: r[k] for k in keep} for r in rows],
         seconds=float(rows[0]["seconds"] or 0.0),
+        item_pass={str(item): float(rate) for item, rate in items},
     )

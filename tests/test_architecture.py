@@ -12,7 +12,7 @@ PREFECT_ALLOWED = {"aitp/cli/run.py"}
 
 LAYERS: list[tuple[str, ...]] = [
     # foundations: what every other module may lean on
-    ("aitp", "aitp.errors", "aitp.atomic", "aitp.processes", "aitp.collector", "aitp.cpu_kernels"),
+    ("aitp", "aitp.errors", "aitp.atomic", "aitp.processes", "aitp.collector", "aitp.cpu_kernels", "aitp.faults"),
     ("aitp.user_yaml", "aitp.configs", "aitp.disk", "aitp.paired"),
     # what a checkpoint of any kind looks like, and its content id
     ("aitp.checkpoints", "aitp.fingerprint"),

@@ -151,13 +151,18 @@ def check_command(
         report = check_report(home, repair=repair, deep=deep, grace_s=grace_seconds)
     for p in report.problems:
         print(f"{p.kind}\t{p.path}\t{p.detail}" + ("\t-> quarantined" if p.repaired else ""))
+    for gap in report.gaps:
+        print(
+            f"gap\t{gap.table} of '{gap.experiment}' iteration {gap.iteration} (shard {gap.shard})\t"
+            "quarantined by a repair and not regenerated yet"
+        )
     checked = f"{report.verified} file(s) verified by checksum"
     if report.unverified:
         checked += f", {report.unverified} unverified (committed before checksums: footer read only)"
-    if not report.problems:
+    if not report.problems and not report.gaps:
         print(f"lake ok ({checked})")
         return
-    if repair:
+    if repair and report.problems:  # what it moved is now a gap a resumed run fills
         lake = open_lake(home)
         print(f"moved {len(report.problems)} problem(s) under {lake.show(lake.path(QUARANTINE_DIR))}; nothing deleted")
         for experiment, iteration in report.marked:
@@ -165,7 +170,12 @@ def check_command(
                 f"iteration {iteration} of '{experiment}' marked repaired: `aitp run --resume {experiment}` redoes it"
             )
         return
-    print(f"{len(report.problems)} problem(s): run `aitp lake check --repair` to quarantine them", file=sys.stderr)
+    if report.problems:
+        print(f"{len(report.problems)} problem(s): run `aitp lake check --repair` to quarantine them", file=sys.stderr)
+    else:
+        behind = sorted({gap.experiment for gap in report.gaps})
+        resume = " and ".join(f"`aitp run --resume {e}`" for e in behind)
+        print(f"the lake is not whole: {len(report.gaps)} shard(s) to regenerate: run {resume}", file=sys.stderr)
     raise typer.Exit(1)
 
 

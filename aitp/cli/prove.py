@@ -97,20 +97,24 @@ def prove_command(
     hammer = next((c.timeout for c in closing_tactics if c.tactic == "hammer"), tactic_timeout)
     options = {"automation": True, "hammer_timeout": hammer} if automation else {}
 
-    parts, proved = [], 0
+    from aitp.proving.learning import search_one  # the loop's promotion rule and lake: only once proving
+
+    parts, proved, restarts = [], 0, 0
     with open_env(backend, tactic_timeout=tactic_timeout, **options) as env:
         env.set_premises(library.premise_map())
         for theorem in chosen:
-            result = searcher.run(env, theorem, policy)
-            proved += result.proved
+            result = search_one(env, theorem, searcher, policy)
+            proved, restarts = proved + result.proved, restarts + result.restarts
             status = "proved" if result.proved else "failed"
+            died = f"prover_restarts={result.restarts}\t" if result.restarts else ""
             print(
                 f"{status}\t{theorem.name}\texpansions={result.expansions}\t"
-                f"prover_s={result.prover_seconds:.2f}\twall_s={result.wall_seconds:.2f}\t{_outcome(result)}"
+                f"prover_s={result.prover_seconds:.2f}\twall_s={result.wall_seconds:.2f}\t{died}{_outcome(result)}"
             )
             parts.append(trace_rows(result, backend, experiment, iteration, split_of(theorem.name)))
     splits = ",".join(sorted({split_of(t.name) for t in chosen}))  # `--name` picks from any split
-    print(f"proved {proved}/{len(chosen)}\t{backend}\t{search}\t{set_name}:{splits}")
+    died = f"\tprover restarts: {restarts}" if restarts else ""
+    print(f"proved {proved}/{len(chosen)}\t{backend}\t{search}\t{set_name}:{splits}{died}")
     if traces:
         shard = re.sub(r"[^A-Za-z0-9_-]", "_", f"{backend}-{search}-{split}")[:64]
         where = write_traces(resolve_home(home), experiment, iteration, merge_rows(parts), shard)

@@ -41,6 +41,7 @@ def train_command(
     """Train a policy on examples selected from the lake; register the checkpoint as `challenger`."""
     from aitp.configs import load_config
     from aitp.home import resolve_home
+    from aitp.loop.writer_lock import writer_lock
     from aitp.registry import Registry
     from aitp.train.config import TrainConfig
     from aitp.train.run import train
@@ -48,16 +49,20 @@ def train_command(
     cfg = load_config(TrainConfig, config, set_)  # bad input fails before the home is created
     spec = _spec(base, "--base")
     home = resolve_home(home)
-    registry = Registry(home) if register else None
-    if registry is not None:
-        run_id = registry.iteration_run(experiment, iteration)  # fails fast when the registry is unreachable
-        with registry.system_metrics(run_id):
-            path = train(home, experiment, iteration, spec, cfg, out)
-        registry.log_training(experiment, iteration, path)
-        mv = registry.register(experiment, iteration, path)
-        print(f"checkpoint {path}\nregistered {mv.name} version {mv.version} (model {mv.model_version}) as challenger")
-    else:
-        print(f"checkpoint {train(home, experiment, iteration, spec, cfg, out)}")
+    # It writes the experiment's checkpoint directory and moves `challenger`: as the loop does, one writer at a time.
+    with writer_lock(home, experiment):
+        registry = Registry(home) if register else None
+        if registry is not None:
+            run_id = registry.iteration_run(experiment, iteration)  # fails fast when the registry is unreachable
+            with registry.system_metrics(run_id):
+                path = train(home, experiment, iteration, spec, cfg, out)
+            registry.log_training(experiment, iteration, path)
+            mv = registry.register(experiment, iteration, path)
+            print(
+                f"checkpoint {path}\nregistered {mv.name} version {mv.version} (model {mv.model_version}) as challenger"
+            )
+        else:
+            print(f"checkpoint {train(home, experiment, iteration, spec, cfg, out)}")
 
 
 @app.command("eval")
@@ -86,16 +91,19 @@ def eval_command(
         task_info(task)
     spec = _spec(checkpoint, "--checkpoint") if checkpoint is not None else None
     home = resolve_home(home)
-    registry = Registry(home) if track or version is not None else None
-    if version is not None:
-        result = evaluate_version(registry, experiment, iteration, version, EvalSetEvaluator(cfg), role=version)
-    else:
-        result = evaluate(home, experiment, iteration, spec, cfg)
+    from aitp.loop.writer_lock import writer_lock
+
+    with writer_lock(home, experiment):  # it commits `evals` rows of the experiment: one writer at a time
+        registry = Registry(home) if track or version is not None else None
+        if version is not None:
+            result = evaluate_version(registry, experiment, iteration, version, EvalSetEvaluator(cfg), role=version)
+        else:
+            result = evaluate(home, experiment, iteration, spec, cfg)
+            if registry is not None:
+                registry.log_eval(result)
         if registry is not None:
-            registry.log_eval(result)
-    if registry is not None:
-        run_id = registry.iteration_run(experiment, iteration)
-        registry.log_json(run_id, cfg.model_dump(mode="json"), f"config/eval-{cfg.name}.json")
+            run_id = registry.iteration_run(experiment, iteration)
+            registry.log_json(run_id, cfg.model_dump(mode="json"), f"config/eval-{cfg.name}.json")
     _print_eval(result)
 
 

@@ -7,7 +7,8 @@ remembers every commit outside its partition), Parquet files no manifest lists (
 writers) and staging leftovers. Repair moves files to `<home>/lake/_quarantine/<stamp>/…` (same
 relative path) and records why in `QUARANTINE.json` there; nothing is deleted. A bad committed
 file takes its manifest (and index entry) with it, so the shard reads as not committed, and the
-iterations it belonged to are marked for the loop to regenerate (`aitp.lake.heal`).
+iterations it belonged to are marked for the loop to regenerate (`aitp.lake.heal`). Until a resumed run has
+committed every such shard again, a check names each gap by table and iteration and fails.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from aitp.lake.catalog import COMMITS_DIR, as_lake, index_entries, index_path, manifest_path, parse_manifest, partitions
-from aitp.lake.heal import Shard, mark_damaged
+from aitp.lake.heal import Shard, mark_damaged, missing_shards
 from aitp.lake.integrity import file_problem
 from aitp.lake.schemas import TABLES
 from aitp.lake.storage import Lake
@@ -47,6 +48,9 @@ class CheckReport:
     verified: int = 0
     unverified: int = 0  # files of manifests written before checksums: read back, not verified
     marked: list[tuple[str, int]] = field(default_factory=list)  # (experiment, iteration) set to `repaired`
+    gaps: list[Shard] = field(default_factory=list)
+    """Shards a repair quarantined that no run has committed again yet: the lake is not whole until a resumed
+    run regenerates them (`aitp run --resume`), so a check reports them and fails."""
 
 
 Found = list[tuple[Problem, list[str]]]
@@ -175,6 +179,8 @@ def check_report(
         for info in reversed(lake.listdir(staging)):
             lake.remove_empty_dir(info.path)
         report.marked = mark_damaged(lake, [p.shard for p in report.problems if p.shard is not None])
+    experiments = sorted({exp for exp, _, _ in partitions(lake, "iterations")})
+    report.gaps = [gap for exp in experiments for gap in missing_shards(lake, exp)]
     return report
 
 

@@ -27,3 +27,7 @@ class ReadOnlyQueryError(LakeError):
 
 class QueryError(LakeError):
     """A query that DuckDB could not parse, bind or run."""
+
+
+class LakeNotWholeError(LakeError):
+    """An iteration about to be marked done while shards a repair quarantined are still not committed again."""

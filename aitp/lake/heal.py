@@ -4,8 +4,9 @@
 Each iteration that lost one gets its `iterations` row set to status `repaired`, with the lost
 shards in `repaired_shards` (`<table>/<shard>`). The loop does not skip such an iteration (only
 `done` ones), and each stage commits only what is not committed, so the re-run regenerates
-exactly what is gone: items, rollouts and evals are deterministic. `missing_shards` tells a
-caller what still has to be written; once the iteration is `done` again it is healed.
+exactly what is gone: items, rollouts and evals are deterministic (an evaluation whose shard was lost is run
+again, not reused). `missing_shards` tells a caller what still has to be written; an iteration is marked `done`
+only once it is empty, and then it is healed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from aitp.lake.catalog import as_lake, commits, is_committed
 from aitp.lake.errors import UnknownPartitionError
-from aitp.lake.iteration_rows import read_iteration, record_iteration
+from aitp.lake.iteration_rows import DONE, read_iteration, record_iteration
 from aitp.lake.reader import read_partition
 from aitp.lake.storage import Lake
 
@@ -72,7 +73,8 @@ def damaged_iterations(home: str | Path | Lake | None, experiment: str) -> list[
 
 
 def missing_shards(home: str | Path | Lake | None, experiment: str, iteration: int | None = None) -> list[Shard]:
-    """Shards a repair removed from `repaired` iterations that are not committed again yet (what to regenerate)."""
+    """Shards a repair removed from iterations not done since (`repaired`, or being redone) that are not committed
+    again yet: what a resumed run must regenerate before the iteration may be done."""
     lake = as_lake(home)
     if not commits(lake, "iterations", experiment):
         return []
@@ -82,7 +84,7 @@ def missing_shards(home: str | Path | Lake | None, experiment: str, iteration: i
         return []
     missing = []
     for row in rows:
-        if row.get("status") != REPAIRED:
+        if row.get("status") == DONE:
             continue
         for label in row.get("repaired_shards") or []:
             table, _, name = label.partition("/")

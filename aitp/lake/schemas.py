@@ -152,6 +152,11 @@ SCHEMAS: dict[str, pa.Schema] = {
         col("backend", pa.string(), "prover: coq, hol-light, leandojo"),
         col("search", pa.string(), "search algorithm: bestfs, bfs, htps, fringe, updown"),
         col("split", pa.string(), "theorem's split: train, valid, test"),
+        col(
+            "prover_restarts",
+            pa.int32(),
+            "times the prover died or hung and a fresh session took over during the search (root row; null elsewhere)",
+        ),
     ),
     "eval_samples": _table(
         col("eval_name", pa.string(), "which evaluation, <name>@<version>"),

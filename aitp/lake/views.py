@@ -91,13 +91,15 @@ CURATED_VIEWS: dict[str, str] = {
                mean_proof_length
         FROM per ORDER BY ALL""",
     # Per iteration and split: searched, proved (Wilson 95 %), new vs retained and proof length (`proof_progress`),
-    # the rate of tactics the prover accepted, and the search's cost per proof. On `valid` the searches are the
-    # iteration's evaluation of its challenger; on `train` the exploring search of the iteration's slice.
+    # the rate of tactics the prover accepted, the search's cost per proof, and how often its prover died or hung
+    # and was replaced (restarts). On `valid` the searches are the iteration's evaluation of its challenger; on
+    # `train` the exploring search of the iteration's slice.
     "proof_search": f"""
         WITH roots AS (
-            SELECT experiment, iteration, split, search_id, theorem_id FROM proof_nodes WHERE is_root),
+            SELECT experiment, iteration, split, search_id, theorem_id, prover_restarts FROM proof_nodes WHERE is_root),
         searched AS (
-            SELECT experiment, iteration, split, count(DISTINCT theorem_id) AS n_searched FROM roots GROUP BY ALL),
+            SELECT experiment, iteration, split, count(DISTINCT theorem_id) AS n_searched,
+                   sum(coalesce(prover_restarts, 0)) AS prover_restarts FROM roots GROUP BY ALL),
         expanded AS (
             SELECT r.experiment, r.iteration, r.split, count(*) AS expansions
             FROM proof_nodes n JOIN roots r USING (experiment, iteration, search_id)
@@ -108,7 +110,8 @@ CURATED_VIEWS: dict[str, str] = {
                    sum(coalesce(e.latency_s, 0)) AS prover_seconds
             FROM proof_edges e JOIN roots r USING (experiment, iteration, search_id) GROUP BY ALL),
         j AS (
-            SELECT s.experiment, s.iteration, s.split, s.n_searched, coalesce(p.n_proved, 0) AS n_proved,
+            SELECT s.experiment, s.iteration, s.split, s.n_searched, s.prover_restarts,
+                   coalesce(p.n_proved, 0) AS n_proved,
                    coalesce(p.n_new, 0) AS n_new, coalesce(p.n_retained, 0) AS n_retained,
                    coalesce(p.n_proved_to_date, 0) AS n_proved_to_date, p.mean_proof_length,
                    t.n_tactics, t.n_valid_tactics, coalesce(x.expansions, 0) AS expansions,
@@ -123,7 +126,8 @@ CURATED_VIEWS: dict[str, str] = {
                n_new, n_retained, n_proved_to_date, mean_proof_length,
                n_valid_tactics / nullif(n_tactics, 0)::DOUBLE AS valid_tactic_rate,
                expansions / nullif(n_proved, 0)::DOUBLE AS expansions_per_proof,
-               prover_seconds / nullif(n_proved, 0)::DOUBLE AS prover_seconds_per_proof
+               prover_seconds / nullif(n_proved, 0)::DOUBLE AS prover_seconds_per_proof,
+               prover_restarts
         FROM r ORDER BY ALL""",
     "lineage": """
         WITH train AS (

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from aitp import faults
 from aitp.environment import Evaluator, Scored
-from aitp.lake import record_iteration
+from aitp.lake import missing_shards, record_iteration
 from aitp.policies.spec import PolicySpec
 from aitp.registry import CHALLENGER, CHAMPION, Decision, PromotionConfig, Registry, crown, judge
 from aitp.registry.promotion import require_version
@@ -21,15 +22,23 @@ from aitp.registry.promotion import require_version
 def evaluate_version(
     registry: Registry, experiment: str, iteration: int, ref: str, evaluator: Evaluator, role: str = "challenger"
 ) -> Scored:
-    """A registered version's evaluation: from the lake when it was measured, else run, committed and logged."""
+    """A registered version's evaluation: from the lake when it was measured and is whole, else run, committed and
+    logged (an evaluation a repair took shards of is run again, so the lake is whole again)."""
     mv = require_version(registry, experiment, ref)
     found = evaluator.load(registry.home, experiment, mv.model_version)
     if found is not None:
-        return found
+        if not _lost_shards(registry, experiment, found.iteration, evaluator.shard(mv.model_version)):
+            return found
+        iteration = found.iteration  # regenerated where the repair took it from
     checkpoint = PolicySpec(path=str(registry.checkpoint_path(mv)))
     result = evaluator.run(registry.home, experiment, iteration, checkpoint, mv.model_version or None)
     registry.log_eval(result, role)
     return result
+
+
+def _lost_shards(registry: Registry, experiment: str, iteration: int, shard: str) -> bool:
+    """Whether a repair quarantined a shard of this name in the iteration, not committed again yet."""
+    return any(gap.shard == shard for gap in missing_shards(registry.home, experiment, iteration))
 
 
 def gate(
@@ -59,6 +68,7 @@ def gate(
     record_iteration(
         registry.home, experiment, iteration, {**row, "promoted": decision.promoted, "promote_reason": decision.reason}
     )
+    faults.point(f"promote:recorded:{iteration}")
     try:
         crown(registry, experiment, decision)
     except Exception as exc:

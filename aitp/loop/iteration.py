@@ -16,8 +16,10 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from aitp import faults
 from aitp.errors import AitpError
-from aitp.lake.heal import REPAIRED
+from aitp.lake.errors import LakeNotWholeError
+from aitp.lake.heal import REPAIRED, missing_shards
 from aitp.loop import stages
 from aitp.loop.experiment import LoopRun, now
 from aitp.policies.spec import model_id
@@ -201,9 +203,11 @@ def _timer(iteration: int, on_event: Event) -> Callable[..., Any]:
 
     def timed(name: str, fn: Stage, *args: Any) -> Any:
         t0 = time.perf_counter()
+        faults.point(f"{name}:start:{iteration}")
         on_event("stage", {"iteration": iteration, "stage": name, "state": "start"})
         out = fn(*args)
         on_event("stage", {"iteration": iteration, "stage": name, "state": "done", "seconds": time.perf_counter() - t0})
+        faults.point(f"{name}:done:{iteration}")
         return out
 
     return timed
@@ -277,7 +281,15 @@ def _act(run: LoopRun, iteration: int, base: Any, client: Any, steps: Stages, on
 def _finish(
     run: LoopRun, iteration: int, steps: Stages, on_event: Event, payload: dict[str, Any], **fields: Any
 ) -> dict[str, Any]:
-    """Mark the iteration done in the lake, plot, close its MLflow run, tell the listeners."""
+    """Mark the iteration done in the lake (only once a repair's every gap is filled again), plot, close its MLflow
+    run, tell the listeners."""
+    gaps = missing_shards(run.home, run.experiment, iteration)
+    if gaps:
+        raise LakeNotWholeError(
+            f"iteration {iteration} of '{run.experiment}' was redone but still lacks {', '.join(g.label for g in gaps)}"
+            " that a repair quarantined, and no stage writes them again: restore them from the quarantine "
+            "(<home>/lake/_quarantine) or start a new experiment"
+        )
     stages.record(run, iteration, stage="promote", status="done", finished_at=now(), **fields)
     plot = steps.plot(run, iteration)
     run.registry.finish_iteration(run.experiment, iteration)

@@ -66,6 +66,9 @@ class Backend:
     """Automation a search may choose (`proving.automation_tactics`), offered last (none: not supported)."""
     goals_have_hypotheses: bool = False
     """Whether a printed goal lists named hypotheses above its conclusion, usable as tactic arguments."""
+    premise_rule: str | None = None
+    """The version of the rule its sessions apply to what a proof may cite, named in every evaluation's protocol
+    hash, so numbers measured under two rules are never compared (None: the backend applies none of its own)."""
     serve: Callable[[], str] | None = None
     """Where this process's loaded prover forks sessions for the other processes of this host (None: the backend
     starts fast enough that every process starts its own)."""

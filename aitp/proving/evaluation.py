@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 _FIGURES_SQL = """
     SELECT n_searched, n_proved, proof_rate, ci95_low, ci95_high, n_new, n_retained, n_proved_to_date,
-           mean_proof_length, valid_tactic_rate, expansions_per_proof, prover_seconds_per_proof
+           mean_proof_length, valid_tactic_rate, expansions_per_proof, prover_seconds_per_proof, prover_restarts
     FROM proof_search WHERE experiment = $e AND iteration = $k AND split = $s"""
 
 
@@ -94,11 +94,19 @@ class ProofEvaluator:
         if p.closing_tactics:  # likewise
             protocol["closing_tactics"] = [asdict(c) for c in p.closing_tactics]
             protocol["hammer_timeout"] = p.hammer_timeout
+        from aitp.proving.backends import BACKENDS
+
+        rule = BACKENDS[p.backend].premise_rule
+        if rule is not None:  # what a proof may cite is part of what was measured
+            protocol["premise_rule"] = rule
         canonical = json.dumps({"theorems": [t.name for t in self.valid], "protocol": protocol}, sort_keys=True)
         return f"{p.eval_name}@{hashlib.sha256(canonical.encode()).hexdigest()[:12]}"
 
     def load(self, home: Path, experiment: str, model_version: str) -> EvalResult | None:
         return load_eval(home, experiment, model_version, self.eval_name)
+
+    def shard(self, model_version: str) -> str:
+        return f"{self.env.proving.eval_name}-{model_version}"[:64]
 
     def run(
         self, home: Path, experiment: str, iteration: int, checkpoint: PolicySpec, model_version: str | None
@@ -147,7 +155,7 @@ class ProofEvaluator:
             "mean_completion_tokens": 0.0,  # a search writes no tokens
         }
         result = ProofEvalResult(experiment, iteration, version, self.eval_name, [row], samples, seconds)
-        shard = f"{self.env.proving.eval_name}-{version}"[:64]
+        shard = self.shard(version)
         meta = {"eval_name": self.eval_name, "model_version": version}
         # the valid searches' traces (split = valid: training data never selects them) for the `proof_search`
         # view and replay pages, then per-theorem rows: the aggregate `evals` commit marks the evaluation as done

@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from dataclasses import dataclass, field
+import sys
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from aitp.paired import PairedGain, gain_on_shared_items
@@ -18,7 +19,7 @@ from aitp.proving.data.theorem_set import TheoremSet, split_of
 from aitp.proving.data.traces import merge_rows, trace_rows, write_traces
 from aitp.proving.env import ProverEnv, Theorem
 from aitp.proving.errors import ProverCrashedError
-from aitp.proving.search.base import Search, TacticPolicy
+from aitp.proving.search.base import Search, SearchResult, TacticPolicy
 from aitp.registry.promotion import decide
 
 
@@ -33,6 +34,7 @@ class Attempt:
     wall_seconds: float
     proof_steps: int = 0
     outcome: str = ""  # `SearchResult.outcome`: proved, or why not
+    restarts: int = 0  # `SearchResult.restarts`: the prover died or hung and was replaced this often
 
 
 @dataclass
@@ -61,6 +63,7 @@ class SearchOutcome:
             "prover_seconds": sum(a.prover_seconds for a in self.attempts),
             "wall_seconds": sum(a.wall_seconds for a in self.attempts),
             "mean_proof_steps": sum(a.proof_steps for a in won) / len(won) if won else float("nan"),
+            "prover_restarts": sum(a.restarts for a in self.attempts),
         }
 
 
@@ -92,11 +95,7 @@ def search_theorems(
     """
     attempts, parts = [], []
     for theorem in theorems:
-        try:
-            result = search.run(env, theorem, policy)
-        except ProverCrashedError:  # died outside a tactic: a fresh session searches the theorem again, once
-            env.recover()
-            result = search.run(env, theorem, policy)
+        result = search_one(env, theorem, search, policy)
         attempts.append(
             Attempt(
                 theorem.name,
@@ -106,12 +105,33 @@ def search_theorems(
                 result.wall_seconds,
                 result.proof.size() if result.proof is not None and result.proved else 0,
                 result.outcome,
+                result.restarts,
             )
         )
         parts.append(
             trace_rows(result, env.name, experiment, iteration, split_of(theorem.name), model_version=model_version)
         )
     return SearchOutcome(attempts, merge_rows(parts))
+
+
+def search_one(env: ProverEnv, theorem: Theorem, search: Search, policy: TacticPolicy) -> SearchResult:
+    """One search of one theorem that survives its prover: a death inside a tactic is an error edge and a fresh
+    session (`ProverEnv.run_tactic`); one between tactics (opening the theorem, the re-check) starts the search
+    again, once, on a fresh session. Every death is counted in the result and said in one line naming the theorem."""
+    try:
+        result = search.run(env, theorem, policy)
+    except ProverCrashedError:
+        env.recover()
+        result = search.run(env, theorem, policy)
+        result = replace(result, restarts=result.restarts + 1)
+    if result.restarts:
+        print(
+            f"warning: the {env.name} prover died or hung {result.restarts} time(s) while searching "
+            f"{theorem.name}; a fresh session took over each time ({result.outcome})",
+            file=sys.stderr,
+            flush=True,
+        )
+    return result
 
 
 def commit_traces(home: str | Path, experiment: str, iteration: int, outcome: SearchOutcome, shard: str) -> str:

@@ -174,6 +174,11 @@ def _shard(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "-", text)[:64].lstrip("-_") or "model"
 
 
+def eval_shard(config: EvalConfig, model_version: str) -> str:
+    """The shard a model's evaluation commits its `evals` and `eval_samples` rows under."""
+    return _shard(f"{config.name}-{model_version}")
+
+
 def evaluate(
     home: str | Path,
     experiment: str,
@@ -220,7 +225,7 @@ def evaluate(
         }
         for r in rows
     ]
-    shard = _shard(f"{config.name}-{result.model_version}")
+    shard = eval_shard(config, result.model_version)
     # per-sample rows first: the aggregate `evals` commit is what marks the evaluation as done
     write_partition(
         home,
@@ -277,6 +282,9 @@ class EvalSetEvaluator:
     def load(self, home: Path, experiment: str, model_version: str) -> EvalResult | None:
         """The model's committed evaluation on this eval set, if any."""
         return load_eval(home, experiment, model_version, self.eval_name)
+
+    def shard(self, model_version: str) -> str:
+        return eval_shard(self.config, model_version)
 
     def run(
         self, home: Path, experiment: str, iteration: int, checkpoint: Any, model_version: str | None

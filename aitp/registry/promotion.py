@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from aitp.environment import Scored
+from aitp.paired import PairedGain, gain_on_shared_items
 from aitp.registry.store import (
     CHAMPION,
     PREVIOUS,
@@ -56,6 +58,20 @@ def decide(challenger: float, champion: float | None, margin: float) -> tuple[bo
     return False, f"does not win: {delta:+.4f} vs margin {margin:g}"
 
 
+def decide_paired(challenger: Scored, champion: Scored, margin: float) -> tuple[bool, str, PairedGain]:
+    """Whether the challenger's gain over the champion is evidence: at least the margin, and its paired bootstrap
+    95 % interval over the items both were evaluated on above zero."""
+    gain = gain_on_shared_items(champion.item_pass, challenger.item_pass, "champion", "challenger")
+    if gain is None:
+        raise PromotionError(
+            "promotion.rule paired needs both models' per-item results on the same items, and the lake holds none "
+            "for one of them: evaluate both again on the experiment's eval set, or use promotion.rule: margin"
+        )
+    if gain.low > 0 and gain.gain >= margin:
+        return True, f"paired gain {gain} above zero (margin {margin:g})", gain
+    return False, f"paired gain {gain} not above zero (margin {margin:g})", gain
+
+
 def judge(
     registry: Registry,
     experiment: str,
@@ -82,6 +98,7 @@ def weigh(
 ) -> Decision:
     """The decision for a challenger against the current champion on one eval set, every check made; writes nothing."""
     config = config or PromotionConfig()
+    gain: PairedGain | None = None
     challenger = require_version(registry, experiment, challenger_version)
     champion = registry.get(experiment, CHAMPION)
     _check_eval(challenger, challenger_eval, "challenger")
@@ -92,6 +109,8 @@ def weigh(
         champion_score = None if champion is None else _champion_score(champion, champion_eval, challenger_eval, config)
         score = challenger_eval.score(config.metric)
         promoted, why = decide(score, champion_score, config.margin)
+        if champion_score is not None and config.rule == "paired":
+            promoted, why, gain = decide_paired(challenger_eval, champion_eval, config.margin)
         against = f"champion v{champion.version} {champion_score:.4f}" if champion else "no champion"
         verdict = "promoted" if promoted else "kept champion"
         reason = f"{verdict}: v{challenger.version} {config.metric} {score:.4f} vs {against}; {why}"
@@ -105,6 +124,9 @@ def weigh(
         config.metric,
         config.margin,
         challenger_eval.eval_name,
+        config.rule,
+        gain.low if gain else None,
+        gain.high if gain else None,
     )
 
 
@@ -134,6 +156,8 @@ def record_decision(registry: Registry, experiment: str, iteration: int, decisio
             TAG + "champion_score": decision.champion_score,
             TAG + "champion_version": decision.champion,
             TAG + "decided_at_iteration": iteration,
+            TAG + "rule": decision.rule,
+            **({TAG + "gain_ci95": f"{decision.gain_low:+.4f} {decision.gain_high:+.4f}"} if decision.paired else {}),
         },
     )
     run_id = registry.iteration_run(experiment, iteration)
@@ -141,6 +165,11 @@ def record_decision(registry: Registry, experiment: str, iteration: int, decisio
         "promotion/challenger_score": decision.challenger_score,
         "promotion/champion_score": decision.champion_score,
         "promotion/promoted": float(decision.promoted),
+        **(
+            {"promotion/gain_ci95_low": decision.gain_low, "promotion/gain_ci95_high": decision.gain_high}
+            if decision.paired
+            else {}
+        ),
     }
     registry.log_metrics(run_id, scores)
     registry.call("tag a run", registry.client.set_tag, run_id, TAG + "promotion", decision.reason)

@@ -22,7 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from aitp.errors import AitpError
 
@@ -47,6 +47,16 @@ class PromotionConfig(BaseModel):
     """Overall eval metric compared (format_ok_rate: a weak criterion for models too small to pass)."""
     margin: float = Field(0.0, ge=0.0)
     """The challenger wins when its metric exceeds the champion's by more than 0 and by at least this."""
+    rule: Literal["margin", "paired"] = "margin"
+    """`margin`: any strict gain of at least `margin` wins. `paired`: the gain must also be evidence, its paired
+    bootstrap 95 % interval over the same held-out items above zero (pass_rate only): for long runs where a lucky
+    +2 items must not replace the champion; costs promotions a margin rule would make on small true gains."""
+
+    @model_validator(mode="after")
+    def _paired_compares_pass_rates(self) -> PromotionConfig:
+        if self.rule == "paired" and self.metric != "pass_rate":
+            raise ValueError("promotion.rule: paired compares items' pass rates: set promotion.metric: pass_rate")
+        return self
 
 
 @dataclass
@@ -75,6 +85,14 @@ class Decision:
     metric: str
     margin: float
     eval_name: str | None
+    rule: str = "margin"
+    gain_low: float | None = None  # the paired rule's 95 % interval of challenger - champion
+    gain_high: float | None = None
+
+    @property
+    def paired(self) -> bool:
+        """Decided by the paired rule against a champion, so it has an interval."""
+        return self.gain_low is not None and self.gain_high is not None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -82,3 +82,25 @@ def test_lake_repair_vacuum_and_rescore_are_refused_while_a_writer_works_and_rea
     assert vacuumed.returncode == 0 and f"deleted\t{replaced}" in vacuumed.stdout, vacuumed.stderr
     rescored = _aitp(home, "rescore", "--experiment", "e")
     assert rescored.returncode == 0 and "originals untouched" in rescored.stdout, rescored.stderr
+
+
+def test_train_and_eval_are_refused_while_a_run_holds_the_experiment(tmp_path):
+    """`aitp train` writes the experiment's checkpoints and moves `challenger`; `aitp eval` commits its `evals`
+    rows: both wait for no one and are refused while a run writes the experiment, and run once it is gone."""
+    home = tmp_path / "home"
+    base = tiny_base(tmp_path / "base", seed=0)
+    evals = tmp_path / "eval.yaml"
+    evals.write_text(
+        yaml.safe_dump({"tasks": ["basic_arithmetic"], "n_per_task": 2, "max_tokens": 4, "system_prompt": SYSTEM})
+    )
+    evaluate = ["eval", "--experiment", "e", "--iteration", "0", "--checkpoint", str(base), "--config", str(evals)]
+    train = ["train", "--experiment", "e", "--iteration", "0", "--base", str(base), "--no-register"]
+
+    with lock_held(home, "e") as run:
+        _refused(_aitp(home, *evaluate, "--no-track"), run, f"experiment 'e' in {home}")
+        _refused(_aitp(home, *train), run, f"experiment 'e' in {home}")
+        assert run.poll() is None, "the holder ended before the commands were refused: nothing was tested"
+    assert not (home / "lake" / "evals").exists() and not (home / "checkpoints").exists()  # nothing written
+
+    done = _aitp(home, *evaluate, "--no-track")
+    assert done.returncode == 0 and "overall" in done.stdout, done.stdout + done.stderr

@@ -151,3 +151,30 @@ def test_corrupted_truncated_and_deleted_shards_come_back_on_resume(tmp_path):
     assert check_lake(home) == []
     assert lake_fingerprint(home, "mini") == clean
     assert registry.get("mini", "champion").version == "3"
+
+
+@pytest.mark.slow
+def test_a_deleted_evaluation_samples_file_is_a_gap_until_the_resumed_run_regenerates_it(tmp_path):
+    """The evaluation's aggregate row survives, its per-item samples do not: a repaired lake reports the gap by
+    table and iteration (non-zero) until the resumed run evaluates again instead of reusing the surviving row."""
+    from tests.loop.helpers import MINI, mini
+
+    config = mini(self_train={**MINI["environment"]["self_train"], "steps": 8})
+    config.update(iterations=1, fanout={**MINI["fanout"], "chunk_items": 4})
+    home = tmp_path / "home"
+    run_loop_in_process(home, config)
+    clean = lake_fingerprint(home, "mini")
+    (samples,) = sorted((home / "lake/eval_samples/experiment=mini/iteration=1").glob("*.parquet"))
+    samples.unlink()
+
+    assert cli("lake", "check", "--home", str(home)).exit_code == 1
+    assert cli("lake", "check", "--repair", "--home", str(home)).exit_code == 0
+    gap = cli("lake", "check", "--home", str(home))
+    assert gap.exit_code == 1 and "the lake is not whole: 1 shard(s) to regenerate" in gap.stderr
+    (line,) = [line for line in gap.stdout.splitlines() if line.startswith("gap\t")]
+    assert "eval_samples of 'mini' iteration 1" in line
+
+    run_loop_in_process(home, config)
+    assert missing_shards(home, "mini") == [] and check_lake(home) == []
+    assert cli("lake", "check", "--home", str(home)).exit_code == 0
+    assert lake_fingerprint(home, "mini") == clean

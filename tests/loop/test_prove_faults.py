@@ -127,7 +127,7 @@ def test_killed_mid_search_then_again_mid_training_then_resumed(clean_run, prove
     assert _ended(home) == _ended(clean_run)
 
 
-def test_a_prover_killed_mid_search_loses_no_theorem(bool_theorems):
+def test_a_prover_killed_mid_search_loses_no_theorem_and_is_reported(bool_theorems, capsys):
     from aitp.proving.backends import open_env
     from aitp.proving.data.theorems import load_theorem_set
     from aitp.proving.learning import search_theorems
@@ -158,3 +158,11 @@ def test_a_prover_killed_mid_search_loses_no_theorem(bool_theorems):
     assert [a.theorem for a in outcome.attempts] == [t.name for t in theorems]  # every theorem searched or failed
     roots = {r["theorem_id"] for r in outcome.rows["proof_nodes"] if r["is_root"]}
     assert roots == {f"coq:{t.name}" for t in theorems}
+    # Reported: one line naming the prover and the theorem, counted per theorem in the results and the lake's rows.
+    died = [a for a in outcome.attempts if a.restarts]
+    assert sum(a.restarts for a in outcome.attempts) == prover.crashes == outcome.summary()["prover_restarts"]
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: the coq prover died")]
+    assert [line.split(" while searching ")[1].split(";")[0] for line in lines] == [a.theorem for a in died]
+    restarts = {r["theorem_id"]: r["prover_restarts"] for r in outcome.rows["proof_nodes"] if r["is_root"]}
+    assert restarts == {f"coq:{a.theorem}": a.restarts for a in outcome.attempts}
+    assert all(r["prover_restarts"] is None for r in outcome.rows["proof_nodes"] if not r["is_root"])

@@ -7,6 +7,7 @@ import torch
 
 from aitp.lake import connect
 from aitp.loop.evaluation import gate
+from aitp.loop.stats import paired_gain
 from aitp.reasoning.evaluate import EvalConfig, EvalSetEvaluator, evaluate
 from aitp.registry import (
     CHALLENGER,
@@ -24,7 +25,7 @@ from aitp.registry import (
     promote,
     rollback,
 )
-from aitp.registry.promotion import record_decision, weigh
+from aitp.registry.promotion import decide_paired, record_decision, weigh
 from aitp.train.config import TrainConfig
 from aitp.train.run import train
 from tests.train.helpers import SYSTEM, tiny_base, write_items
@@ -62,8 +63,9 @@ def test_decide_needs_a_positive_gain_of_at_least_the_margin():
 
 
 class _Eval:
-    def __init__(self, model_version: str, eval_name: str, pass_rate: float):
+    def __init__(self, model_version: str, eval_name: str, pass_rate: float, item_pass: dict | None = None):
         self.model_version, self.eval_name, self.pass_rate = model_version, eval_name, pass_rate
+        self.item_pass = item_pass or {}
 
     def score(self, metric: str) -> float:
         return {"pass_rate": self.pass_rate}[metric]
@@ -113,6 +115,7 @@ def test_weigh_decides_without_writing_and_record_decision_writes_it():
         "aitp.champion_score": 0.25,
         "aitp.champion_version": "1",
         "aitp.decided_at_iteration": 4,
+        "aitp.rule": "margin",
     }
     metrics = {"promotion/challenger_score": 0.3, "promotion/champion_score": 0.25, "promotion/promoted": 0.0}
     assert registry.writes == [
@@ -120,6 +123,51 @@ def test_weigh_decides_without_writing_and_record_decision_writes_it():
         ("metrics", "run-4", metrics),
         ("run tag", "run-4", "aitp.promotion", reason),
     ]
+
+
+def _passing(n_pass: int, n: int = 100) -> dict[str, float]:
+    return {f"item-{i:03d}": float(i < n_pass) for i in range(n)}
+
+
+def _evals(champion_passes: int, challenger_passes: int) -> tuple[_Eval, _Eval]:
+    """Champion and challenger on the same 100 items, the challenger passing every item the champion passes."""
+    champion, challenger = _passing(champion_passes), _passing(challenger_passes)
+    return (
+        _Eval("mb", "ev", challenger_passes / 100, challenger),
+        _Eval("ma", "ev", champion_passes / 100, champion),
+    )
+
+
+def test_the_paired_rule_refuses_a_gain_the_margin_rule_promotes_and_records_its_interval():
+    """+2 of 100 items (+0.02) is a strict gain, promoted by `margin`; its paired interval reaches zero, so `paired`
+    keeps the champion. +20 of 100 is evidence: promoted, the interval tagged and logged."""
+    small = _evals(30, 32)
+    assert weigh(_Registry(champion="1"), EXP, "2", *small, PromotionConfig()).promoted
+    kept = weigh(_Registry(champion="1"), EXP, "2", *small, PromotionConfig(rule="paired"))
+    assert not kept.promoted and kept.rule == "paired" and kept.gain_low <= 0 < kept.gain_high
+    assert "not above zero" in kept.reason and "+0.020" in kept.reason and "100 items" in kept.reason
+
+    registry = _Registry(champion="1")
+    won = weigh(registry, EXP, "2", *_evals(30, 50), PromotionConfig(rule="paired"))
+    assert won.promoted and 0 < won.gain_low < 0.2 < won.gain_high and "above zero" in won.reason
+    record_decision(registry, EXP, 3, won)
+    tags, metrics = registry.writes[0][2], registry.writes[1][2]
+    assert tags["aitp.rule"] == "paired" and tags["aitp.gain_ci95"] == f"{won.gain_low:+.4f} {won.gain_high:+.4f}"
+    assert metrics["promotion/gain_ci95_low"] == won.gain_low and metrics["promotion/gain_ci95_high"] == won.gain_high
+
+
+def test_the_paired_rule_is_refused_without_per_item_results_or_for_another_metric():
+    with pytest.raises(PromotionError, match="per-item results"):
+        weigh(
+            _Registry(champion="1"),
+            EXP,
+            "2",
+            _Eval("mb", "ev", 0.5),
+            _Eval("ma", "ev", 0.3),
+            PromotionConfig(rule="paired"),
+        )
+    with pytest.raises(ValueError, match="set promotion.metric: pass_rate"):
+        PromotionConfig(rule="paired", metric="mean_score")
 
 
 def test_judge_records_every_decision_but_that_of_a_version_already_champion():
@@ -155,6 +203,11 @@ def test_gate_accepts_a_better_challenger_refuses_a_worse_one_and_rolls_back(loo
     better = gate(registry, EXP, 1, EVALUATOR, PromotionConfig(margin=0.01))
     assert better.promoted, better.reason
     assert better.challenger_score > better.champion_score == 0.0  # real numbers: trained beats untrained
+    # The paired rule reads both evaluations' items back from the lake: the same gain `aitp` reports for them.
+    loaded = [EVALUATOR.load(home, EXP, v.model_version) for v in (v2, v1)]
+    _, _, gain = decide_paired(*loaded, 0.0)
+    reported = paired_gain(home, EXP, v1.model_version, v2.model_version)
+    assert (gain.n_items, gain.gain, gain.low, gain.high) == (100, reported.gain, reported.low, reported.high)
     assert registry.aliases(EXP) == {CHALLENGER: v2.version, CHAMPION: v2.version, PREVIOUS: v1.version}
 
     v3 = registry.register(EXP, 2, worse)

@@ -10,6 +10,7 @@ from typing import Any
 
 from aitp.proving.backend import Backend, TheoremSource
 from aitp.proving.coq.extract import COQ_SET_VERSION, extract_coq_stdlib
+from aitp.proving.coq.hints import PREMISE_RULE
 from aitp.proving.coq.protocol import COQ_INSTALL_HINT, coq_available
 from aitp.proving.coq.tactics import parse_coq_tactic
 from aitp.proving.env import ProverEnv
@@ -76,4 +77,5 @@ COQ = Backend(
     hypothesis_tactics=HYPOTHESIS_TACTICS,
     automation_tactics=AUTOMATION_TACTICS,
     goals_have_hypotheses=True,
+    premise_rule=PREMISE_RULE,
 )

@@ -33,6 +33,11 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
+PREMISE_RULE = "before-T:hints+blacklist+citations"
+"""The rule's version in every Coq evaluation's protocol hash: a number measured under another rule (before
+2026-12-07 `hammer` saw T and a tactic could cite a later lemma) is another measurement, never compared with one
+under this rule (an experiment pinned to the old name is refused: start a new one)."""
+
 _DATABASE = re.compile(r"In the database (\S+):(.*?)(?=In the database |\Z)", re.S)
 _ENTRY = re.compile(r"(?:apply|exact) @?([A-Za-z_][\w.']*)")
 _CONSTANT = re.compile(r"\s*Constant (\S+)")

@@ -59,7 +59,7 @@ def _edge_outcome(tree: ProofTree, edge: Edge) -> str:
     return {"goals": "success"}.get(edge.outcome, edge.outcome)
 
 
-def _node_row(keys: _SearchKeys, tree: ProofTree, node: Node, in_proof: dict[int, int]) -> dict:
+def _node_row(keys: _SearchKeys, tree: ProofTree, node: Node, in_proof: dict[int, int], restarts: int) -> dict:
     """One goal: its parent is the goal whose tactic first reached it (none for the root)."""
     parents = [tree.edges[e].parent for e in node.in_edges if tree.edges[e].parent != node.id]
     creator = parents[0] if parents and node.id != tree.root else None
@@ -77,6 +77,7 @@ def _node_row(keys: _SearchKeys, tree: ProofTree, node: Node, in_proof: dict[int
         "expanded_at_step": node.expanded_at,
         "is_root": node.id == tree.root,
         "in_proof": node.id in in_proof,
+        "prover_restarts": restarts if node.id == tree.root else None,
         "backend": keys.backend,
         "search": keys.search,
         "split": keys.split,
@@ -160,7 +161,7 @@ def trace_rows(
     in_proof = tree.proof_edges() if tree.proved else {}
     used_edges = set(in_proof.values())
     return {
-        "proof_nodes": [_node_row(keys, tree, node, in_proof) for node in tree.nodes],
+        "proof_nodes": [_node_row(keys, tree, node, in_proof, result.restarts) for node in tree.nodes],
         "proof_edges": [_edge_row(keys, tree, edge, used_edges) for edge in tree.edges],
         "proofs": [_proof_row(keys, result)] if result.proof is not None else [],
     }

@@ -135,6 +135,7 @@ class SearchResult:
     wall_seconds: float
     policy_calls: int
     stop_reason: str
+    restarts: int = 0  # times the prover died or hung and a fresh session took over, during the search or its check
 
     @property
     def proved(self) -> bool:
@@ -198,6 +199,7 @@ class Search(ABC):
         """
         cfg = self.config
         spent = _Spent(time.perf_counter(), env.prover_seconds, {} if cfg.widen else None)
+        crashes_before = env.crashes
         width, offered = cfg.tactics_per_goal, 0
         while True:
             tree, stop, widest = self._attempt(env, theorem, policy, width, spent)
@@ -220,6 +222,7 @@ class Search(ABC):
             wall_seconds=wall_seconds,
             policy_calls=spent.calls,
             stop_reason=stop,
+            restarts=env.crashes - crashes_before,
         )
 
     def _attempt(

@@ -28,9 +28,7 @@ def _kill_first_coqidetop(killed: list[int], after: float) -> None:
         time.sleep(0.05)
 
 
-def test_a_prover_killed_during_extraction_is_reported_and_the_set_extracted_again(
-    coq_theorem_home, tmp_path, capsys
-):
+def test_a_prover_killed_during_extraction_is_reported_and_the_set_extracted_again(coq_theorem_home, tmp_path, capsys):
     require("coq")
     from aitp.proving.data.theorems import load_theorem_set, theorem_set_cache
 

@@ -12,11 +12,20 @@ import pytest
 from aitp.faults import KILL_AT
 from aitp.lake import read_iteration
 from aitp.registry import Registry, model_name
-from tests.lake.test_heal import lake_fingerprint
+from tests.lake import test_heal
 from tests.loop.helpers import AITP, REPO, champion_weights, env, run_aitp
 from tests.loop.test_resume import _model_ids
 
 pytestmark = pytest.mark.slow  # a killed run and its resume per boundary, through a real Prefect server
+
+RUN_IDS = ["flow_run_id", "flow_run_name", "mlflow_run_id"]  # every run has its own Prefect and MLflow runs
+
+
+def lake_fingerprint(home, experiment: str) -> dict:
+    """The content of the loop's tables, what measures the run (times, its run ids) left out."""
+    measured = {**test_heal.MEASURED, "iterations": [*test_heal.MEASURED["iterations"], *RUN_IDS]}
+    return test_heal.lake_fingerprint(home, experiment, measured)
+
 
 POINTS = ["train:done:1", "register:done:1", "eval:done:1", "promote:recorded:1", "promote:done:1"]
 

@@ -106,11 +106,6 @@ def load_eval(home: str | Path, experiment: str, model_version: str, eval_name: 
         )
         names = [d[0] for d in cursor.description]
         rows = [dict(zip(names, r)) for r in cursor.fetchall()]
-        items = con.execute(
-            """SELECT item_id, avg(CASE WHEN passed THEN 1.0 ELSE 0.0 END) FROM eval_samples
-               WHERE experiment = $e AND model_version = $m AND eval_name = $n AND iteration = $i GROUP BY item_id""",
-            {"e": experiment, "m": model_version, "n": eval_name, "i": rows[0]["iteration"] if rows else -1},
-        ).fetchall()
     finally:
         con.close()
     if not rows:
@@ -133,5 +128,26 @@ def load_eval(home: str | Path, experiment: str, model_version: str, eval_name: 
         eval_name,
         [{k: r[k] for k in keep} for r in rows],
         seconds=float(rows[0]["seconds"] or 0.0),
-        item_pass={str(item): float(rate) for item, rate in items},
+        item_pass=item_pass_rates(home, experiment, model_version, eval_name, int(rows[0]["iteration"])),
     )
+
+
+def item_pass_rates(
+    home: str | Path, experiment: str, model_version: str, eval_name: str | None = None, iteration: int | None = None
+) -> dict[str, float]:
+    """Item id -> share of the model's eval samples that passed (one eval set and iteration where given): what
+    every paired comparison of two models pairs over."""
+    from aitp.lake import connect
+
+    con = connect(home)
+    try:
+        rows = con.execute(
+            """SELECT item_id, avg(CASE WHEN passed THEN 1.0 ELSE 0.0 END) FROM eval_samples
+               WHERE experiment = $e AND model_version = $m AND ($n IS NULL OR eval_name = $n)
+                 AND ($i IS NULL OR iteration = $i)
+               GROUP BY item_id""",
+            {"e": experiment, "m": model_version, "n": eval_name, "i": iteration},
+        ).fetchall()
+    finally:
+        con.close()
+    return {str(item): float(rate) for item, rate in rows}

@@ -19,6 +19,7 @@ from pathlib import Path
 from aitp.lake import connect
 from aitp.loop.stats import per_item_pass
 from aitp.paired import PairedGain, gain_on_shared_items
+from aitp.registry.promotion import decide, decide_on_gain
 
 
 def challengers(home: Path, experiment: str) -> list[tuple[int, str, bool]]:
@@ -60,8 +61,8 @@ def replay(home: Path, experiment: str, margin: float) -> str:
     for iteration, model, recorded in history[1:]:
         cells = []
         for rule in ("margin", "paired"):
-            gain = _gain(items, champion[rule], model)
-            wins = gain.gain > 0 and gain.gain >= margin and (rule == "margin" or gain.low > 0)
+            gain = _gain(items, champion[rule], model)  # the registry's own rules on the replayed rates
+            wins = decide(gain.rate_b, gain.rate_a, margin)[0] if rule == "margin" else decide_on_gain(gain, margin)[0]
             shown = (
                 f"{gain.gain:+.3f}" if rule == "margin" else f"{gain.gain:+.3f} ({gain.low:+.3f} to {gain.high:+.3f})"
             )

@@ -9,24 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from aitp.errors import AitpError
+from aitp.evals import item_pass_rates
 from aitp.paired import PairedGain, gain_on_shared_items
 
 
 def per_item_pass(home: str | Path, experiment: str, model: str, eval_name: str | None = None) -> dict[str, float]:
-    """Item id -> share of the model's eval samples that passed (latest evaluation of each item)."""
-    from aitp.lake import connect
-
-    con = connect(home)
-    try:
-        rows = con.execute(
-            """SELECT item_id, avg(CASE WHEN passed THEN 1.0 ELSE 0.0 END) FROM eval_samples
-               WHERE experiment = $e AND model_version = $m AND ($n IS NULL OR eval_name = $n)
-               GROUP BY item_id""",
-            {"e": experiment, "m": model, "n": eval_name},
-        ).fetchall()
-    finally:
-        con.close()
-    return {item: float(p) for item, p in rows}
+    """Item id -> share of the model's eval samples that passed, over its evaluations (`aitp.evals`)."""
+    return item_pass_rates(home, experiment, model, eval_name)
 
 
 def paired_gain(

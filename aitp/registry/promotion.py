@@ -67,9 +67,15 @@ def decide_paired(challenger: Scored, champion: Scored, margin: float) -> tuple[
             "promotion.rule paired needs both models' per-item results on the same items, and the lake holds none "
             "for one of them: evaluate both again on the experiment's eval set, or use promotion.rule: margin"
         )
+    promoted, why = decide_on_gain(gain, margin)
+    return promoted, why, gain
+
+
+def decide_on_gain(gain: PairedGain, margin: float) -> tuple[bool, str]:
+    """The paired rule on a measured gain: at least the margin, its 95 % interval above zero."""
     if gain.low > 0 and gain.gain >= margin:
-        return True, f"paired gain {gain} above zero (margin {margin:g})", gain
-    return False, f"paired gain {gain} not above zero (margin {margin:g})", gain
+        return True, f"paired gain {gain} above zero (margin {margin:g})"
+    return False, f"paired gain {gain} not above zero (margin {margin:g})"
 
 
 def judge(

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 _SUMMARY_SQL = """
     SELECT count(DISTINCT group_id), count(DISTINCT group_id) FILTER (WHERE group_kept),
-           avg(final_score), avg(CASE WHEN raw_score >= 1 THEN 1.0 ELSE 0.0 END), count(*)
+           avg(final_score), avg(CASE WHEN raw_score >= 1 THEN 1.0 ELSE 0.0 END), count(*),
+           count(DISTINCT group_id) FILTER (WHERE keep_reason LIKE 'uniform%')
     FROM rollouts WHERE experiment = $e AND iteration = $k"""
 
 
@@ -190,12 +191,12 @@ class ReasoningEnvironment:
         return describe_release(release_gpu_workers(client))
 
     def summarize(self, home: Path, experiment: str, iteration: int) -> ActSummary:
-        """Groups and kept groups of the iteration's committed rollouts, with score means."""
+        """Groups, kept groups and uniform groups of the iteration's committed rollouts, with score means."""
         from aitp.lake import connect
 
         con = connect(home)
         try:
-            groups, kept, mean_score, pass_rate, samples = con.execute(
+            groups, kept, mean_score, pass_rate, samples, uniform = con.execute(
                 _SUMMARY_SQL, {"e": experiment, "k": iteration}
             ).fetchone()
         finally:
@@ -203,6 +204,7 @@ class ReasoningEnvironment:
         details = {
             "groups": groups or 0,
             "kept_groups": kept or 0,
+            "uniform_groups": uniform or 0,  # all answers scored alike: no advantage for grpo to learn from
             "mean_score": mean_score,
             "sample_pass_rate": pass_rate,
             "samples": samples or 0,

@@ -304,6 +304,8 @@ class Registry:
                 "train/tokens_per_s": record.get("tokens", 0) / seconds if seconds else 0.0,
                 # grpo: how far the trainer's log-probs are from the sampler's on the same tokens
                 **({"train/logprob_gap": record["logprob_gap"]} if record.get("logprob_gap") is not None else {}),
+                **({"train/groups": record["groups"]} if record.get("groups") is not None else {}),
+                "train/steps": record.get("steps", 0),
             },
         )
         self.log_json(run_id, record, "train/training.json")

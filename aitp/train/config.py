@@ -35,8 +35,8 @@ class TrainConfig(BaseModel):
 
     objective: Literal["sft", "dpo", "grpo"] = "sft"
     """sft: next-token loss on kept completions (expert iteration); dpo: preference pairs from groups; grpo: a
-    clipped policy gradient on the iteration's kept groups, each sample weighted by its score minus its group's mean,
-    against the log-probs the sampler recorded for its own tokens."""
+    clipped policy gradient on every sample of the iteration's groups whose scores differ, each weighted by its score
+    minus its group's mean, against the log-probs the sampler recorded for its own tokens (`threshold` not used)."""
     demonstrations: bool = False
     """Also train on the items' gold answers as completions: a cold start that imitates the answers, not the policy."""
     demonstrations_only: bool = False
@@ -53,9 +53,19 @@ class TrainConfig(BaseModel):
     dpo_beta: float = Field(0.1, gt=0.0)
     """DPO: strength of the implicit KL penalty towards the reference (the base model)."""
     grpo_epochs: int = Field(1, ge=1)
-    """GRPO: passes over the iteration's rollouts, a step per batch (`steps` caps the steps: whichever ends first)."""
-    grpo_clip_eps: float = Field(0.2, gt=0.0, lt=1.0)
-    """GRPO: a token's probability ratio to the sampler's is clipped to [1 - eps, 1 + eps] (PPO's surrogate)."""
+    """GRPO: passes over every sample of the iteration's informative groups (PPO's epochs), each in a fresh seeded
+    order; an optimizer step takes a minibatch of batch_size x grad_accum samples per device."""
+    grpo_max_steps: int | None = Field(None, ge=1)
+    """GRPO: stop after this many optimizer steps even if the passes are not done (None: every pass runs whole)."""
+    grpo_loss: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "bnpo"
+    """GRPO: how token losses are averaged, as TRL names it. grpo: each sequence's mean, then the batch's (short
+    answers weigh more per token); bnpo: over the micro-batch's tokens; dr_grpo: summed over a fixed budget of
+    micro-batch rows x the longest completion, so no length is favoured; dapo: over the tokens of the whole
+    optimizer step (every micro-batch and device), so each token weighs the same wherever it falls."""
+    grpo_clip_low: float = Field(0.2, gt=0.0, lt=1.0)
+    """GRPO: a token's probability ratio to the sampler's is clipped below at 1 - clip_low (PPO's surrogate)."""
+    grpo_clip_high: float = Field(0.2, gt=0.0)
+    """GRPO: the ratio is clipped above at 1 + clip_high; DAPO raises it (0.28) so rare right tokens can grow faster."""
     grpo_kl_beta: float = Field(0.0, ge=0.0)
     """GRPO: weight of the per-token KL to the base model (its log-probs computed once, before training; 0: none)."""
     grpo_scale_std: bool = False
@@ -65,7 +75,7 @@ class TrainConfig(BaseModel):
     system_prompt: str | None = None
     """System prompt of demonstration examples (None: the environment's); rollouts keep their own prompt."""
     steps: int = Field(100, ge=1)
-    """Optimizer steps."""
+    """Optimizer steps (sft, dpo; grpo takes as many as its passes over the samples need, so it refuses this)."""
     batch_size: int = Field(8, ge=1)
     """Examples per step per device."""
     grad_accum: int = Field(1, ge=1)
@@ -75,7 +85,9 @@ class TrainConfig(BaseModel):
     weight_decay: float = Field(0.0, ge=0.0)
     """AdamW's decoupled weight decay."""
     warmup_steps: int = Field(0, ge=0)
-    """Linear warm-up steps; the rate is constant afterwards."""
+    """Linear warm-up steps, then the rate follows `lr_schedule`."""
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    """After warm-up: keep the peak rate, or decay it to 0 by the fit's last step, linearly or along a cosine."""
     max_len: int = Field(512, ge=8)
     """Longest training sequence in tokens; longer prompts lose their start, completions are kept."""
     precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true"] = "auto"
@@ -109,6 +121,13 @@ class TrainConfig(BaseModel):
     """CPU threads of the training process, pinned for the run so the same inputs give the same weights in any
     process, whatever ran in it before (None: every core this process may use)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "grpo_clip_eps" in data:
+            raise ValueError("grpo_clip_eps is now two keys: set grpo_clip_low and grpo_clip_high (0.2 each as before)")
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> TrainConfig:
         if self.demonstrations_only and not self.demonstrations:
@@ -131,6 +150,10 @@ class TrainConfig(BaseModel):
                 "compile: reduce-overhead replays fixed weight addresses, which ZeRO-3 across several GPUs does not "
                 "keep: set compile: true"
             )
+        if self.objective == "grpo" and "steps" in self.model_fields_set:
+            raise ValueError(
+                "grpo's steps follow from grpo_epochs and the samples: remove steps (cap them with grpo_max_steps)"
+            )
         unused = [k for k in GRPO_DEFAULTS if k in self.model_fields_set and self.objective != "grpo"]
         if unused:
             raise ValueError(f"{', '.join(unused)} apply to objective grpo only: remove them or set objective: grpo")
@@ -138,16 +161,23 @@ class TrainConfig(BaseModel):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
-        data = handler(self)  # grpo keys left out at their defaults, so configs recorded before them keep their hash
-        for key, default in GRPO_DEFAULTS.items():
+        data = handler(self)  # keys left out at their defaults, so configs recorded before them keep their hash
+        for key, default in QUIET_DEFAULTS.items():
             if key in data and data[key] == default:
                 data.pop(key)
-        if data.get("nodes") == 1:
-            data.pop("nodes")  # likewise: configs recorded before nodes existed keep their hash
+        if data.get("objective") == "grpo":
+            data.pop("steps", None)  # grpo counts its steps from the samples: a dumped 100 would read as set
         return data
 
 
 GRPO_DEFAULTS: dict[str, Any] = {
     name: field.default for name, field in TrainConfig.model_fields.items() if name.startswith("grpo_")
 }
-"""The grpo settings and their defaults (dumped only when set otherwise)."""
+"""The grpo settings and their defaults."""
+
+QUIET_DEFAULTS: dict[str, Any] = {
+    **GRPO_DEFAULTS,
+    "nodes": TrainConfig.model_fields["nodes"].default,
+    "lr_schedule": TrainConfig.model_fields["lr_schedule"].default,
+}
+"""Settings newer than the first recorded configs, dumped only when set otherwise (old configs keep their hash)."""

@@ -74,7 +74,10 @@ def preference_pairs_sql(config: TrainConfig) -> str:
 
 
 def group_samples_sql(config: TrainConfig) -> str:
-    """GRPO: every sample of the iteration's kept groups, with the tokens and log-probs its sampler recorded."""
+    """GRPO: every sample of the iteration's groups, with the tokens and log-probs its sampler recorded.
+
+    Not only the kept groups: a group none of whose answers clears the threshold still ranks its answers (partial
+    credit, the length penalty), and the peers train on every group whose scores differ."""
     return f"""
         SELECT 'rollout' AS source, iteration, item_id, task, group_id, sample_index,
                NULL::INTEGER AS rejected_index, prompt, completion, NULL::VARCHAR AS rejected,
@@ -82,13 +85,14 @@ def group_samples_sql(config: TrainConfig) -> str:
                token_ids, token_logprobs
         FROM rollouts
         WHERE experiment = $experiment AND {_iterations(config)} AND coalesce(split, 'train') = 'train'
-          AND group_kept AND final_score IS NOT NULL AND completion IS NOT NULL
+          AND final_score IS NOT NULL AND completion IS NOT NULL
           AND {_QUESTION} NOT IN ({_EVAL_QUESTIONS})
         ORDER BY iteration, item_id, group_id, sample_index"""
 
 
 def with_advantages(rows: list[dict[str, Any]], config: TrainConfig) -> list[dict[str, Any]]:
-    """GRPO examples: each sample with its group's advantage; uniform groups left out unless kept on purpose."""
+    """GRPO examples: each sample with its group's advantage; groups whose scores are all equal (no advantage) are
+    left out unless kept on purpose."""
     from aitp.train.grpo import group_advantages
 
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}

@@ -15,6 +15,7 @@ Imports torch and lightning only (no lake, no MLflow), so it runs on a bare GPU 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,10 +32,13 @@ except ImportError:  # pragma: no cover - depends on the machine
 from aitp.errors import AitpError
 from aitp.train.attention import use_causal_sdpa
 from aitp.train.config import COMPILE_MODES
-from aitp.train.grpo import aligned, clipped_surrogate, logprob_gap
+from aitp.train.grpo import Surrogate, aligned, clipped_surrogate, logprob_gap
 from aitp.train.logprobs import completion_logprobs, linear_nll, sft_nll, token_logprobs
 
 Encoder = Callable[[list[dict[str, str]], str], tuple[list[int], list[bool]]]
+
+
+LR_SCHEDULES = ("constant", "linear", "cosine")
 
 
 class TrainDataError(AitpError):
@@ -183,7 +187,7 @@ def pad_sampled(rows: Sequence[tuple], pad_id: int, references: Sequence[Tensor]
 
 
 class ExampleDataset(torch.utils.data.Dataset):
-    """Encoded examples; for dpo each also carries the reference log-probs of its pair (grpo: of its tokens)."""
+    """Encoded sft or dpo examples; for dpo each also carries the reference log-probs of its pair."""
 
     def __init__(self, encoded: list, references: Tensor | None = None) -> None:
         self.encoded, self.references = encoded, references
@@ -197,17 +201,34 @@ class ExampleDataset(torch.utils.data.Dataset):
         return self.encoded[index], self.references[index]
 
 
-def make_collate(objective: str, pad_id: int, references: bool = False) -> Callable[[list], dict[str, Tensor]]:
-    """The DataLoader's collate: one padded batch (sft, grpo: with `references` per token), or chosen rows then
-    rejected rows (dpo)."""
+class SampledDataset(torch.utils.data.Dataset):
+    """grpo's samples in their planned order (`aitp.train.grpo.planned_order`): position p is sample `order[p]`,
+    with its reference log-probs (or None) and the completion tokens of the optimizer step p falls in."""
+
+    def __init__(self, encoded: list, references: Sequence[Tensor] | None, order: list[int], step_tokens: list[int]):
+        self.encoded, self.references, self.order, self.step_tokens = encoded, references, order, step_tokens
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, position: int):
+        index = self.order[position]
+        reference = None if self.references is None else self.references[index]
+        return self.encoded[index], reference, self.step_tokens[position]
+
+
+def make_collate(objective: str, pad_id: int) -> Callable[[list], dict[str, Tensor]]:
+    """The DataLoader's collate: one padded batch (sft; grpo with its per-token references when kept and its step's
+    token count), or chosen rows then rejected rows (dpo)."""
 
     def collate(batch: list) -> dict[str, Tensor]:
         if objective == "sft":
             return pad_batch(batch, pad_id)
         if objective == "grpo":
-            if references:
-                return pad_sampled([row for row, _ in batch], pad_id, [ref for _, ref in batch])
-            return pad_sampled(batch, pad_id)
+            references = [ref for _, ref, _ in batch]
+            out = pad_sampled([row for row, _, _ in batch], pad_id, None if references[0] is None else references)
+            out["step_tokens"] = torch.tensor([tokens for _, _, tokens in batch], dtype=torch.long)
+            return out
         pairs = [p for p, _ in batch]
         out = pad_batch([c for c, _ in pairs] + [r for _, r in pairs], pad_id)
         out["reference"] = torch.stack([ref for _, ref in batch])  # (B, 2): chosen, rejected
@@ -293,13 +314,16 @@ class PolicyModule(pl.LightningModule):
         warmup_steps: int = 0,
         dpo_beta: float = 0.1,
         compile: bool | str = False,
-        grpo_clip_eps: float = 0.2,
-        grpo_kl_beta: float = 0.0,
+        surrogate: Surrogate | None = None,
         compile_blocks: bool = False,
+        lr_schedule: str = "constant",
+        completion_budget: int = 1,
     ) -> None:
         super().__init__()
         if objective not in ("sft", "dpo", "grpo"):
             raise TrainDataError(f"unknown objective '{objective}': use sft, dpo or grpo")
+        if lr_schedule not in LR_SCHEDULES:
+            raise TrainDataError(f"unknown lr_schedule '{lr_schedule}': use {', '.join(LR_SCHEDULES)}")
         if compile not in (False, True, *COMPILE_MODES):
             modes = ", ".join(COMPILE_MODES)
             raise TrainDataError(f"unknown compile mode '{compile}': use true, false or one of {modes}")
@@ -307,7 +331,9 @@ class PolicyModule(pl.LightningModule):
         self.backend, self.objective = backend, objective
         self.lr, self.weight_decay, self.warmup_steps, self.dpo_beta = lr, weight_decay, warmup_steps, dpo_beta
         self.compile, self.compile_blocks = compile, compile_blocks
-        self.grpo_clip_eps, self.grpo_kl_beta = grpo_clip_eps, grpo_kl_beta
+        self.surrogate = surrogate or Surrogate()
+        self.lr_schedule = lr_schedule
+        self.completion_budget = completion_budget  # dr_grpo: a row's fixed token count, the longest completion
         self.losses: list[Tensor] = []
         self._loss_fn: Callable[[dict[str, Tensor]], Tensor] | None = None
         self._head: Callable[[Tensor, Tensor, Tensor, Tensor], Tensor] = linear_nll  # the GPU's fused sft head
@@ -376,10 +402,21 @@ class PolicyModule(pl.LightningModule):
             batch["sampled_logp"][:, 1:],
             batch["advantages"],
             batch["target_mask"][:, 1:],
-            self.grpo_clip_eps,
+            self.surrogate,
             None if reference is None else reference[:, 1:],
-            self.grpo_kl_beta,
+            self._denominator(batch),
         )
+
+    def _denominator(self, batch: dict[str, Tensor]) -> Tensor | float | None:
+        """dr_grpo: the micro-batch's rows x the longest completion; dapo: the optimizer step's tokens over every
+        micro-batch and device, shared out so the step's gradient is its summed token losses over that count."""
+        if self.surrogate.loss == "dr_grpo":
+            return float(batch["input_ids"].shape[0] * self.completion_budget)
+        if self.surrogate.loss == "dapo":
+            trainer = self._trainer
+            shares = (trainer.accumulate_grad_batches * trainer.world_size) if trainer is not None else 1
+            return batch["step_tokens"][0].to(torch.float32) / shares
+        return None
 
     def configure_optimizers(self):
         trainable = [p for p in self.parameters() if p.requires_grad]
@@ -393,9 +430,19 @@ class PolicyModule(pl.LightningModule):
         optimizer = torch.optim.AdamW(
             [g for g in groups if g["params"]], lr=self.lr, betas=(0.9, 0.95), **({"fused": True} if fused else {})
         )
-        warmup = self.warmup_steps
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / (warmup + 1)))
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, self._rate_at)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def _rate_at(self, step: int) -> float:
+        """The share of the peak rate at an optimizer step: warm-up, then constant or decaying to 0 at the end."""
+        warmup = self.warmup_steps
+        if step < warmup or self.lr_schedule == "constant":
+            return min(1.0, (step + 1) / (warmup + 1))
+        total = int(self.trainer.estimated_stepping_batches) if self._trainer is not None else step + 1
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        if self.lr_schedule == "linear":
+            return 1.0 - progress
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
 
     def _unscaled(self) -> bool:
         """Whether gradients reach the optimizer final (no fp16 loss scale), so a fused AdamW may be clipped."""

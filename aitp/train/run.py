@@ -13,6 +13,7 @@ import argparse
 import atexit
 import functools
 import gc
+import math
 import os
 import shutil
 import time
@@ -28,10 +29,12 @@ from aitp.atomic import publish_dir, staging_dir
 from aitp.checkpoints import ZERO_DIR, read_record, write_record
 from aitp.train.checkpoint import CheckpointError, checkpoint_dir, consolidate_zero, save_policy
 from aitp.train.config import TrainConfig
+from aitp.train.grpo import Surrogate, planned_order, step_tokens
 from aitp.train.launcher import check_written, job_file, launch_here, launch_on_nodes, read_job
 from aitp.train.module import (
     ExampleDataset,
     PolicyModule,
+    SampledDataset,
     Trainable,
     encode_examples,
     load_trainable,
@@ -66,6 +69,8 @@ class TrainResult:
     meta: dict[str, Any] = field(default_factory=dict)
     logprob_gap: float | None = None
     """grpo: mean |sampler's recorded - base model's recomputed| log-prob over the trained tokens (fp32 CPU: ~0)."""
+    groups: int | None = None
+    """grpo: the groups trained on (those whose scores differ, all of them with grpo_keep_uniform)."""
     phases: dict[str, float] = field(default_factory=dict)
     """Where `seconds` went, adding up to it: loading the base and encoding (`load_s`), building the trainer and its
     strategy until the first step (`setup_s`: DeepSpeed's engine), the steps (`steps_s`), Lightning's teardown after
@@ -205,12 +210,12 @@ def _fit(
     encoded = encode_examples(trainable, examples, config.objective, config.max_len)
     plan = plan_for(config)
     references, gap = _references(trainable, encoded, config, plan)
-    module = _policy_module(trainable, config, plan)
-    loader = _loader(encoded, references, trainable.pad_id, config, pin=plan.accelerator == "cuda")
+    module = _policy_module(trainable, config, plan, encoded)
+    loader = _loader(encoded, references, trainable.pad_id, config, plan)
     ckpt_path, done = _resume_point(base, config, plan)
     loaded = time.perf_counter()
     progress = _FitProgress()
-    trainer = _trainer(plan, config, done, progress, out)
+    trainer = _trainer(plan, config, done + _steps(config, len(encoded), plan), progress, out)
     module.train()  # loaded policies are in eval mode; Lightning keeps a module's mode as it finds it
     try:
         trainer.fit(module, train_dataloaders=loader, ckpt_path=ckpt_path)
@@ -238,8 +243,10 @@ def _references(
     return None, None
 
 
-def _policy_module(trainable: Trainable, config: TrainConfig, plan: StrategyPlan) -> PolicyModule:
+def _policy_module(trainable: Trainable, config: TrainConfig, plan: StrategyPlan, encoded: list) -> PolicyModule:
     """The Lightning module that trains the loaded model under the config's objective and optimizer."""
+    surrogate = Surrogate(config.grpo_loss, config.grpo_clip_low, config.grpo_clip_high, config.grpo_kl_beta)
+    longest = max((sum(row[1]) for row in encoded), default=1) if config.objective == "grpo" else 1
     return PolicyModule(
         trainable.model,
         trainable.backend,
@@ -249,31 +256,56 @@ def _policy_module(trainable: Trainable, config: TrainConfig, plan: StrategyPlan
         config.warmup_steps,
         config.dpo_beta,
         config.compile,
-        config.grpo_clip_eps,
-        config.grpo_kl_beta,
+        surrogate,
         plan.compile_blocks,
+        config.lr_schedule,
+        longest,
     )
+
+
+def _rows_per_step(config: TrainConfig, plan: StrategyPlan) -> int:
+    """Samples one optimizer step takes: the micro-batch on every device, accumulated."""
+    return config.batch_size * config.grad_accum * plan.devices * plan.nodes
+
+
+def _steps(config: TrainConfig, samples: int, plan: StrategyPlan) -> int:
+    """Optimizer steps of the fit: `steps` (sft, dpo); for grpo what its passes over the samples take, each device
+    dealt an equal share (Lightning's sampler pads the last), a step at the end of an incomplete accumulation."""
+    if config.objective != "grpo":
+        return config.steps
+    world = plan.devices * plan.nodes
+    per_device = math.ceil(config.grpo_epochs * samples / world)
+    steps = math.ceil(math.ceil(per_device / config.batch_size) / config.grad_accum)
+    return min(steps, config.grpo_max_steps or steps)
 
 
 def _loader(
-    encoded: list, references: Any, pad_id: int, config: TrainConfig, pin: bool = False
+    encoded: list, references: Any, pad_id: int, config: TrainConfig, plan: StrategyPlan
 ) -> torch.utils.data.DataLoader:
-    """Batches of the encoded examples, shuffled by the config's seed so a fit is a function of its inputs; with
-    `pin` (CUDA) in page-locked memory, whose copy to the GPU does not wait for the previous step's work."""
+    """Batches of the encoded examples, ordered by the config's seed so a fit is a function of its inputs; on CUDA
+    in page-locked memory, whose copy to the GPU does not wait for the previous step's work. grpo's order is
+    planned whole (every sample once per epoch) and read in that order; sft and dpo are shuffled by the loader."""
+    grpo = config.objective == "grpo"
+    if grpo:
+        order = planned_order(len(encoded), config.grpo_epochs, config.seed)
+        tokens = step_tokens(order, [sum(row[1]) for row in encoded], _rows_per_step(config, plan))
+        dataset: torch.utils.data.Dataset = SampledDataset(encoded, references, order, tokens)
+    else:
+        dataset = ExampleDataset(encoded, references)
     return torch.utils.data.DataLoader(
-        ExampleDataset(encoded, references),
+        dataset,
         batch_size=config.batch_size,
-        shuffle=True,
-        drop_last=len(encoded) >= config.batch_size,
-        collate_fn=make_collate(config.objective, pad_id, references is not None),
+        shuffle=not grpo,
+        drop_last=not grpo and len(encoded) >= config.batch_size,
+        collate_fn=make_collate(config.objective, pad_id),
         num_workers=config.num_workers,
         generator=torch.Generator().manual_seed(config.seed),
-        pin_memory=pin,
+        pin_memory=plan.accelerator == "cuda",
     )
 
 
-def _trainer(plan: StrategyPlan, config: TrainConfig, done: int, progress: _FitProgress, out: Path) -> pl.Trainer:
-    """A quiet Lightning trainer for the plan that takes `config.steps` steps past the `done` ones resumed."""
+def _trainer(plan: StrategyPlan, config: TrainConfig, max_steps: int, progress: _FitProgress, out: Path) -> pl.Trainer:
+    """A quiet Lightning trainer for the plan that stops at optimizer step `max_steps` (resumed ones included)."""
     _quiet_lightning()
     return pl.Trainer(
         accelerator=plan.accelerator,
@@ -281,8 +313,8 @@ def _trainer(plan: StrategyPlan, config: TrainConfig, done: int, progress: _FitP
         num_nodes=plan.nodes,
         strategy=build_strategy(plan),
         precision=plan.precision,
-        max_steps=done + config.steps,
-        max_epochs=config.grpo_epochs if config.objective == "grpo" else None,
+        max_steps=max_steps,
+        max_epochs=1 if config.objective == "grpo" and not config.resume else None,  # its passes are one planned epoch
         accumulate_grad_batches=config.grad_accum,
         gradient_clip_val=1.0,
         logger=False,
@@ -326,6 +358,9 @@ def _result(
         meta=meta or {},
         phases=phases,
         logprob_gap=gap,
+        groups=len({(ex.get("iteration"), ex.get("item_id"), ex.get("group_id")) for ex in examples})
+        if config.objective == "grpo"
+        else None,
     )
 
 

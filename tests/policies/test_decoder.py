@@ -234,6 +234,7 @@ def test_a_call_says_where_its_time_went(model):
     assert all(round(t, 3) == t for t in record["admit_each_s"])  # milliseconds, as the other timings
 
 
+@pytest.mark.slow  # torch.compile on the CPU standing in for the GPU: ~40 s of compiles
 def test_after_the_padding_pass_prefills_of_other_shapes_compile_nothing(monkeypatch):
     # torch.compile on the CPU stands in for CUDA: the guards that decide a recompile are the same. A head
     # size of 64, as SmolLM2's: a padding pass 64 wide would share its symbol and compile again (24 s here).

@@ -19,7 +19,8 @@ def _loss_and_grads(model, compiled: bool):
     return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+# compiled: torch.compile on the CPU standing in for the GPU takes about a minute: run with -m slow
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["eager", "compiled"])
 def test_causal_sdpa_gives_the_masked_models_loss_and_gradients(compiled, one_thread):
     expected_loss, expected = _loss_and_grads(_tied_llama().train(), compiled)
     model = _tied_llama().train()

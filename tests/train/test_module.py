@@ -42,6 +42,7 @@ def test_repeated_blocks_are_the_longest_list_of_modules_of_one_class():
         repeated_blocks(torch.nn.Sequential(torch.nn.Linear(2, 2)))
 
 
+@pytest.mark.slow  # torch.compile on the CPU standing in for the GPU: ~20 s of compiles
 def test_compiling_by_block_traces_one_graph_for_every_block_and_computes_the_eager_loss():
     import torch
     import torch._dynamo.utils as dynamo_utils
@@ -63,6 +64,7 @@ def test_compiling_by_block_traces_one_graph_for_every_block_and_computes_the_ea
     assert torch.allclose(loss, eager, rtol=1e-5), (float(loss), float(eager))
 
 
+@pytest.mark.slow  # torch.compile on the CPU standing in for the GPU: ~20 s of compiles
 def test_compiling_by_block_keeps_every_block_compiled_when_each_needs_its_own_graph(monkeypatch):
     """Under DeepSpeed a block's guards can hold its weights' ids (torch 2.11 on two H200s), so each block compiles
     its own graph, and past dynamo's limit for one code object (8) the later blocks would run eager. DeepSpeed is

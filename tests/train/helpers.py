@@ -83,6 +83,34 @@ def byte_bpe():
     return tok
 
 
+def random_llama(
+    path: Path, tokenizer: Any, width: int = 64, max_positions: int = 512, seed: int = 0, head_scale: float = 1.0
+) -> Path:
+    """A randomly initialised 2-layer Llama around `tokenizer`, both saved at `path`: a Hugging Face policy that
+    loads and samples in seconds. `head_scale` sharpens the output layer, so greedy choices lie far from ties."""
+    import transformers
+
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(seed)
+    model = transformers.LlamaForCausalLM(config)
+    if head_scale != 1.0:
+        with torch.no_grad():
+            model.lm_head.weight.mul_(head_scale)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
 def hf_llama_base(path: Path, seed: int = 0) -> Path:
     """A randomly initialised 2-layer Hugging Face Llama (width 32) with a byte-level tokenizer, saved at `path`."""
     import transformers
@@ -90,18 +118,4 @@ def hf_llama_base(path: Path, seed: int = 0) -> Path:
     tokenizer = transformers.PreTrainedTokenizerFast(
         tokenizer_object=byte_bpe(), bos_token="<s>", eos_token="</s>", pad_token="<pad>"
     )
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-    )
-    torch.manual_seed(seed)
-    transformers.LlamaForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return random_llama(path, tokenizer, width=32, max_positions=256, seed=seed)
